@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need on a fresh machine (fuse3, libblosc,
+# attr, the Python venvs that write fixtures), writes the fixtures with zarr-python,
+# then runs formatting, lint and every test (mount tests included, for real).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+missing=()
+command -v fusermount3 >/dev/null || missing+=(fuse3)
+command -v getfattr >/dev/null || missing+=(attr)
+[ -e /usr/include/blosc.h ] || missing+=(libblosc-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "test.sh: installing ${missing[*]}"
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "test.sh: need root to install ${missing[*]}" >&2
+        exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+bash scripts/setup_python.sh
+target/venv-zarr3/bin/python scripts/make_fixtures.py target/fixtures
+
+cargo fmt --check
+cargo clippy --release --all-targets -- -D warnings
+# The mount tests use the venv's Python (numpy) for memmap checks.
+export ZARRFS_TEST_PYTHON="$PWD/target/venv-zarr3/bin/python"
+cargo test --release -- --test-threads=2

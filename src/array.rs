@@ -1,0 +1,192 @@
+//! One array = metadata + store: fetch and decode the chunk at a grid index. Arrays whose
+//! whole chain is one sharding codec are read by inner chunk: the shard index first
+//! (cached), then only the inner chunk's byte range.
+
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use lru::LruCache;
+use parking_lot::Mutex;
+
+use crate::codec::sharding::EMPTY;
+use crate::codec::{ChunkData, ChunkRepr, CodecChain};
+use crate::error::{Error, Result};
+use crate::metadata::ArrayMetadata;
+use crate::store::{ByteRange, Store};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+type ShardIndex = Arc<Vec<(u64, u64)>>;
+
+/// An openable, readable array.
+pub struct Array {
+    id: u64,
+    pub meta: Arc<ArrayMetadata>,
+    store: Arc<dyn Store>,
+    chain: CodecChain,
+    /// The shape of one read unit: the chunk, or the inner chunk of a shard.
+    unit_shape: Vec<u64>,
+    unit_repr: ChunkRepr,
+    shard_indexes: Mutex<LruCache<String, Option<ShardIndex>>>,
+    /// Bytes fetched from the store so far (for benchmarks and tests).
+    fetched: AtomicU64,
+}
+
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Array").field("meta", &self.meta).finish()
+    }
+}
+
+impl Array {
+    pub fn open(meta: Arc<ArrayMetadata>, store: Arc<dyn Store>) -> Result<Array> {
+        let repr = ChunkRepr {
+            shape: meta.chunk_shape.clone(),
+            dtype: meta.dtype.clone(),
+            fill: meta.fill.clone(),
+        };
+        let chain = CodecChain::build(&meta.codecs, &repr).map_err(|e| e.at_key(&meta.meta_key))?;
+        let unit_shape = match chain.sole_sharding() {
+            Some(s) => s.inner_shape.clone(),
+            None => meta.chunk_shape.clone(),
+        };
+        let unit_repr = ChunkRepr {
+            shape: unit_shape.clone(),
+            ..repr
+        };
+        if !meta.dtype.is_var() {
+            unit_repr
+                .fixed_len()
+                .map_err(|e| Error::metadata(&meta.meta_key, e.to_string()))?;
+        }
+        let capacity = NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN);
+        Ok(Array {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            meta,
+            store,
+            chain,
+            unit_shape,
+            unit_repr,
+            shard_indexes: Mutex::new(LruCache::new(capacity)),
+            fetched: AtomicU64::new(0),
+        })
+    }
+
+    /// A process-unique id (cache keys).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn unit_shape(&self) -> &[u64] {
+        &self.unit_shape
+    }
+
+    pub fn unit_grid(&self) -> Vec<u64> {
+        self.meta
+            .shape
+            .iter()
+            .zip(&self.unit_shape)
+            .map(|(s, c)| s.div_ceil(*c))
+            .collect()
+    }
+
+    /// Bytes of one decoded read unit (0 for variable-length types).
+    pub fn unit_bytes(&self) -> usize {
+        self.unit_repr.fixed_len().unwrap_or(0)
+    }
+
+    pub fn bytes_fetched(&self) -> u64 {
+        self.fetched.load(Ordering::Relaxed)
+    }
+
+    fn fetch(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Vec<u8>>> {
+        let got = match range {
+            None => self.store.get(key)?,
+            Some(r) => self.store.get_range(key, r)?,
+        };
+        if let Some(b) = &got {
+            self.fetched.fetch_add(b.len() as u64, Ordering::Relaxed);
+        }
+        Ok(got)
+    }
+
+    /// The decoded read unit at `idx` (full unit shape, C order, little-endian).
+    pub fn read_unit(&self, idx: &[u64]) -> Result<ChunkData> {
+        match self.chain.sole_sharding() {
+            None => {
+                let key = self.meta.chunk_key(idx);
+                match self.fetch(&key, None)? {
+                    None => self.unit_repr.filled(),
+                    Some(bytes) => self.chain.decode(bytes).map_err(|e| e.at_key(&key)),
+                }
+            }
+            Some(shard) => {
+                let shard_idx: Vec<u64> = idx
+                    .iter()
+                    .zip(&shard.inner_grid)
+                    .map(|(i, g)| i / g)
+                    .collect();
+                let key = self.meta.chunk_key(&shard_idx);
+                let Some(index) = self.shard_index(&key)? else {
+                    return self.unit_repr.filled();
+                };
+                let mut inner = 0usize;
+                for (i, g) in idx.iter().zip(&shard.inner_grid) {
+                    inner = inner * *g as usize + (i % g) as usize;
+                }
+                let &(offset, nbytes) = index
+                    .get(inner)
+                    .ok_or_else(|| Error::corrupt(&key, "shard index too short"))?;
+                if offset == EMPTY && nbytes == EMPTY {
+                    return self.unit_repr.filled();
+                }
+                if let Some(max) = shard.inner.max_encoded_len() {
+                    if nbytes as usize > max {
+                        return Err(Error::corrupt(&key, "inner chunk larger than possible"));
+                    }
+                }
+                let bytes = self
+                    .fetch(
+                        &key,
+                        Some(ByteRange::Span {
+                            offset,
+                            len: nbytes,
+                        }),
+                    )?
+                    .filter(|b| b.len() as u64 == nbytes)
+                    .ok_or_else(|| Error::corrupt(&key, "inner chunk lies outside the shard"))?;
+                shard.inner.decode(bytes).map_err(|e| e.at_key(&key))
+            }
+        }
+    }
+
+    /// The decoded index of shard `key`, or `None` when the shard does not exist.
+    fn shard_index(&self, key: &str) -> Result<Option<ShardIndex>> {
+        if let Some(hit) = self.shard_indexes.lock().get(key) {
+            return Ok(hit.clone());
+        }
+        let Some(shard) = self.chain.sole_sharding() else {
+            return Ok(None);
+        };
+        let len = shard.index_len as u64;
+        let range = if shard.index_at_end {
+            ByteRange::Suffix(len)
+        } else {
+            ByteRange::Span { offset: 0, len }
+        };
+        let index = match self.fetch(key, Some(range))? {
+            None => None,
+            Some(bytes) if bytes.len() as u64 != len => {
+                return Err(Error::corrupt(key, "shard shorter than its index"))
+            }
+            Some(bytes) => Some(Arc::new(
+                shard.decode_index(bytes).map_err(|e| e.at_key(key))?,
+            )),
+        };
+        self.shard_indexes
+            .lock()
+            .put(key.to_string(), index.clone());
+        Ok(index)
+    }
+}

@@ -1,0 +1,158 @@
+//! The decoded-chunk cache: an LRU with a byte budget. Concurrent misses of one chunk
+//! decode it once: the first caller loads, the others wait for its result.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use lru::LruCache;
+use parking_lot::{Condvar, Mutex};
+
+use crate::codec::ChunkData;
+use crate::error::Result;
+
+/// Which chunk: array id and read-unit grid index.
+pub type ChunkKey = (u64, Vec<u64>);
+
+#[derive(Default)]
+struct Pending {
+    done: Mutex<Option<Option<Arc<ChunkData>>>>,
+    cv: Condvar,
+}
+
+struct Inner {
+    lru: LruCache<ChunkKey, Arc<ChunkData>>,
+    used: usize,
+}
+
+pub struct ChunkCache {
+    budget: usize,
+    inner: Mutex<Inner>,
+    loading: Mutex<HashMap<ChunkKey, Arc<Pending>>>,
+}
+
+impl ChunkCache {
+    pub fn new(budget: usize) -> Self {
+        ChunkCache {
+            budget,
+            inner: Mutex::new(Inner {
+                lru: LruCache::unbounded(),
+                used: 0,
+            }),
+            loading: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> usize {
+        self.inner.lock().used
+    }
+
+    /// The cached chunk, without loading.
+    pub fn peek(&self, key: &ChunkKey) -> Option<Arc<ChunkData>> {
+        self.inner.lock().lru.get(key).cloned()
+    }
+
+    /// The chunk at `key`, loading it with `load` on a miss (once, however many ask).
+    pub fn get_or_load(
+        &self,
+        key: &ChunkKey,
+        load: impl FnOnce() -> Result<ChunkData>,
+    ) -> Result<Arc<ChunkData>> {
+        if let Some(hit) = self.peek(key) {
+            return Ok(hit);
+        }
+        let (pending, leader) = {
+            let mut loading = self.loading.lock();
+            match loading.get(key) {
+                Some(p) => (p.clone(), false),
+                None => {
+                    let p = Arc::new(Pending::default());
+                    loading.insert(key.clone(), p.clone());
+                    (p, true)
+                }
+            }
+        };
+        if !leader {
+            let mut done = pending.done.lock();
+            while done.is_none() {
+                pending.cv.wait(&mut done);
+            }
+            if let Some(Some(chunk)) = done.as_ref() {
+                return Ok(chunk.clone());
+            }
+            drop(done);
+            // The leader failed: report our own error.
+            return load().map(Arc::new);
+        }
+        let result = load().map(Arc::new);
+        if let Ok(chunk) = &result {
+            self.insert(key.clone(), chunk.clone());
+        }
+        *pending.done.lock() = Some(result.as_ref().ok().cloned());
+        pending.cv.notify_all();
+        self.loading.lock().remove(key);
+        result
+    }
+
+    fn insert(&self, key: ChunkKey, chunk: Arc<ChunkData>) {
+        let size = chunk.mem_size();
+        if size > self.budget {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        if let Some(old) = inner.lru.put(key, chunk) {
+            inner.used -= old.mem_size();
+        }
+        inner.used += size;
+        while inner.used > self.budget {
+            match inner.lru.pop_lru() {
+                Some((_, old)) => inner.used -= old.mem_size(),
+                None => break,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn evicts_to_budget_and_decodes_concurrent_misses_once() {
+        let cache = Arc::new(ChunkCache::new(250));
+        for i in 0..5u64 {
+            cache
+                .get_or_load(&(1, vec![i]), || Ok(ChunkData::Fixed(vec![0; 100])))
+                .unwrap();
+        }
+        assert!(cache.used() <= 250);
+        assert!(cache.peek(&(1, vec![4])).is_some());
+        assert!(cache.peek(&(1, vec![0])).is_none());
+
+        let loads = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let cache = cache.clone();
+                let loads = loads.clone();
+                std::thread::spawn(move || {
+                    cache
+                        .get_or_load(&(2, vec![0]), || {
+                            loads.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(std::time::Duration::from_millis(50));
+                            Ok(ChunkData::Fixed(vec![7; 10]))
+                        })
+                        .unwrap()
+                })
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(*t.join().unwrap(), ChunkData::Fixed(vec![7; 10]));
+        }
+        assert_eq!(loads.load(Ordering::SeqCst), 1);
+    }
+}

@@ -1,0 +1,159 @@
+//! Stream compressors from real libraries: gzip, zlib (flate2), zstd, bz2 (bzip2),
+//! lzma / xz (xz2) and numcodecs' size-prefixed LZ4 block format (lz4).
+
+use std::io::{Read, Write};
+
+use serde_json::Value;
+
+use super::{check_len, BytesToBytes};
+use crate::error::{corrupt, Error, Result};
+use crate::metadata::CodecSpec;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Gzip,
+    Zlib,
+    Zstd,
+    Bz2,
+    Lzma,
+    Lz4,
+}
+
+pub struct Compressor {
+    kind: Kind,
+    level: i32,
+}
+
+pub fn build(name: &str, spec: &CodecSpec) -> Result<Box<dyn BytesToBytes>> {
+    let kind = match name {
+        "gzip" => Kind::Gzip,
+        "zlib" => Kind::Zlib,
+        "zstd" => Kind::Zstd,
+        "bz2" => Kind::Bz2,
+        "lzma" => Kind::Lzma,
+        _ => Kind::Lz4,
+    };
+    if kind == Kind::Lzma {
+        // numcodecs: format 1 = xz, 2 = lzma-alone, 3 = raw (needs explicit filters).
+        match spec.config.get("format").and_then(Value::as_i64) {
+            None | Some(0) | Some(1) | Some(2) => {}
+            Some(f) => return Err(Error::unsupported("", format!("lzma format {f}"))),
+        }
+    }
+    let level = ["level", "clevel", "preset", "acceleration"]
+        .iter()
+        .find_map(|k| spec.config.get(*k).and_then(Value::as_i64))
+        .unwrap_or(match kind {
+            Kind::Bz2 | Kind::Lzma => 6,
+            Kind::Lz4 => 1,
+            _ => 3,
+        }) as i32;
+    Ok(Box::new(Compressor { kind, level }))
+}
+
+/// Read at most `limit` bytes; more is an error naming `what`.
+fn read_limited(reader: impl Read, limit: usize, what: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    reader
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| corrupt(format!("{what}: {e}")))?;
+    check_len(out.len(), limit, what)?;
+    Ok(out)
+}
+
+fn write_all<W: Write>(mut w: W, bytes: &[u8]) -> std::io::Result<W> {
+    w.write_all(bytes)?;
+    Ok(w)
+}
+
+impl BytesToBytes for Compressor {
+    fn decode(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
+        let src = bytes.as_slice();
+        match self.kind {
+            Kind::Gzip => read_limited(flate2::read::MultiGzDecoder::new(src), limit, "gzip"),
+            Kind::Zlib => read_limited(flate2::read::ZlibDecoder::new(src), limit, "zlib"),
+            Kind::Zstd => {
+                let decoder = zstd::stream::read::Decoder::with_buffer(src)
+                    .map_err(|e| corrupt(format!("zstd: {e}")))?;
+                read_limited(decoder, limit, "zstd")
+            }
+            Kind::Bz2 => read_limited(bzip2::read::MultiBzDecoder::new(src), limit, "bz2"),
+            Kind::Lzma => {
+                let stream =
+                    xz2::stream::Stream::new_auto_decoder(u64::MAX, xz2::stream::CONCATENATED)
+                        .map_err(|e| corrupt(format!("lzma: {e}")))?;
+                read_limited(xz2::read::XzDecoder::new_stream(src, stream), limit, "lzma")
+            }
+            Kind::Lz4 => {
+                let header: [u8; 4] = src
+                    .get(..4)
+                    .and_then(|h| h.try_into().ok())
+                    .ok_or_else(|| corrupt("lz4: missing size header"))?;
+                let size = i32::from_le_bytes(header);
+                if size < 0 {
+                    return Err(corrupt("lz4: negative size"));
+                }
+                check_len(size as usize, limit, "lz4")?;
+                lz4::block::decompress(&src[4..], Some(size))
+                    .map_err(|e| corrupt(format!("lz4: {e}")))
+            }
+        }
+    }
+
+    fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        let level = self.level;
+        let io = |e: std::io::Error| Error::Invalid(format!("compress: {e}"));
+        Ok(match self.kind {
+            Kind::Gzip => {
+                let c = flate2::Compression::new(level.clamp(0, 9) as u32);
+                write_all(flate2::write::GzEncoder::new(Vec::new(), c), &bytes)
+                    .and_then(|w| w.finish())
+                    .map_err(io)?
+            }
+            Kind::Zlib => {
+                let c = flate2::Compression::new(level.clamp(0, 9) as u32);
+                write_all(flate2::write::ZlibEncoder::new(Vec::new(), c), &bytes)
+                    .and_then(|w| w.finish())
+                    .map_err(io)?
+            }
+            Kind::Zstd => zstd::bulk::compress(&bytes, level).map_err(io)?,
+            Kind::Bz2 => {
+                let c = bzip2::Compression::new(level.clamp(1, 9) as u32);
+                write_all(bzip2::write::BzEncoder::new(Vec::new(), c), &bytes)
+                    .and_then(|w| w.finish())
+                    .map_err(io)?
+            }
+            Kind::Lzma => write_all(
+                xz2::write::XzEncoder::new(Vec::new(), level.clamp(0, 9) as u32),
+                &bytes,
+            )
+            .and_then(|w| w.finish())
+            .map_err(io)?,
+            Kind::Lz4 => lz4::block::compress(&bytes, None, true).map_err(io)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_compressor_round_trips_and_checks_its_limit() {
+        let data: Vec<u8> = (0..5000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        for name in ["gzip", "zlib", "zstd", "bz2", "lzma", "lz4"] {
+            let c = build(name, &CodecSpec::new(name, json!({}))).unwrap();
+            let enc = c.encode(data.clone()).unwrap();
+            assert_eq!(c.decode(enc.clone(), data.len()).unwrap(), data, "{name}");
+            assert!(
+                c.decode(enc.clone(), data.len() - 1).is_err(),
+                "{name} limit"
+            );
+            let mut bad = enc.clone();
+            bad.truncate(enc.len() / 2);
+            assert!(c.decode(bad, data.len()).is_err(), "{name} truncated");
+        }
+    }
+}

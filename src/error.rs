@@ -1,0 +1,89 @@
+//! The one error type of zarrfs: what failed, where (store key or node path) and why,
+//! and its mapping to an errno.
+
+use std::io;
+
+/// Everything that can go wrong between a request and the store.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No node, key or name at this path.
+    #[error("{0}: not found")]
+    NotFound(String),
+    /// A node uses a data type, codec or extension zarrfs does not implement.
+    #[error("{at}: unsupported {what}")]
+    Unsupported { at: String, what: String },
+    /// A metadata document is malformed.
+    #[error("{key}: invalid metadata: {reason}")]
+    Metadata { key: String, reason: String },
+    /// A stored chunk (or shard, or index) failed to decode.
+    #[error("{key}: corrupt chunk: {reason}")]
+    Corrupt { key: String, reason: String },
+    /// A key that would leave the store root or is otherwise not allowed.
+    #[error("{0}: invalid store key")]
+    InvalidKey(String),
+    /// An I/O failure reading the store.
+    #[error("{key}: {source}")]
+    Io { key: String, source: io::Error },
+    /// A request that does not make sense for this node (e.g. reading a group).
+    #[error("{0}")]
+    Invalid(String),
+    /// The filesystem is read-only.
+    #[error("read-only filesystem")]
+    ReadOnly,
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn unsupported(at: impl Into<String>, what: impl Into<String>) -> Self {
+        Error::Unsupported {
+            at: at.into(),
+            what: what.into(),
+        }
+    }
+
+    pub fn metadata(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Metadata {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn corrupt(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Attach a store key to an error raised without one (codec errors carry "" until
+    /// the array layer knows which chunk it was decoding).
+    pub fn at_key(self, key: &str) -> Self {
+        match self {
+            Error::Corrupt { key: k, reason } if k.is_empty() => Error::Corrupt {
+                key: key.to_string(),
+                reason,
+            },
+            Error::Unsupported { at, what } if at.is_empty() => Error::Unsupported {
+                at: key.to_string(),
+                what,
+            },
+            other => other,
+        }
+    }
+
+    /// The errno a filesystem caller sees for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::NotFound(_) => libc::ENOENT,
+            Error::ReadOnly => libc::EROFS,
+            Error::Invalid(_) => libc::EINVAL,
+            _ => libc::EIO,
+        }
+    }
+}
+
+/// Shorthand for a decode failure whose key is filled in by the caller.
+pub fn corrupt(reason: impl Into<String>) -> Error {
+    Error::corrupt("", reason)
+}

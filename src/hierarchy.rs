@@ -1,0 +1,367 @@
+//! Node discovery: which layout a store holds, what node sits at a path, and a group's
+//! children — explicit and implicit groups in every layout, consolidated metadata first.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::metadata::{draft, parse_json, v2, v3, ArrayMetadata, GroupMetadata, NodeMetadata};
+use crate::store::Store;
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Array,
+    Group,
+    ImplicitGroup,
+}
+
+impl NodeKind {
+    pub fn label(&self) -> &'static str {
+        match self {
+            NodeKind::Array => "array",
+            NodeKind::Group => "group",
+            NodeKind::ImplicitGroup => "implicit group",
+        }
+    }
+
+    pub fn is_group(&self) -> bool {
+        !matches!(self, NodeKind::Array)
+    }
+}
+
+/// A resolved node.
+#[derive(Debug, Clone)]
+pub enum Node {
+    Array(Arc<ArrayMetadata>),
+    Group(GroupMetadata),
+    ImplicitGroup,
+}
+
+impl Node {
+    pub fn kind(&self) -> NodeKind {
+        match self {
+            Node::Array(_) => NodeKind::Array,
+            Node::Group(_) => NodeKind::Group,
+            Node::ImplicitGroup => NodeKind::ImplicitGroup,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Layout {
+    V3,
+    V2,
+    Draft(draft::EntryPoint),
+}
+
+/// How deep to look below a folder without metadata for a node that makes it a group.
+const IMPLICIT_DEPTH: usize = 8;
+
+/// A Zarr hierarchy in a store.
+pub struct Hierarchy {
+    store: Arc<dyn Store>,
+    layout: Layout,
+    /// Consolidated documents by node path ("" for the root), in the layout's own form.
+    consolidated: Option<Map<String, Value>>,
+}
+
+fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// Normalize a user path: `/a/b/` -> `a/b`, `/` -> ``.
+pub fn normalize(path: &str) -> String {
+    path.split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+impl Hierarchy {
+    /// Detect the layout of `store`; fails when it holds no Zarr hierarchy.
+    pub fn open(store: Arc<dyn Store>) -> Result<Hierarchy> {
+        let mut h = Hierarchy {
+            store,
+            layout: Layout::V3,
+            consolidated: None,
+        };
+        if let Some(bytes) = h.store.get("zarr.json")? {
+            let doc = parse_json(&bytes, "zarr.json")?;
+            match doc.get("zarr_format") {
+                Some(Value::String(_)) => {
+                    h.layout = Layout::Draft(draft::parse_entry_point(&doc, "zarr.json")?);
+                }
+                _ => {
+                    if let Some(c) = doc
+                        .get("consolidated_metadata")
+                        .and_then(|c| c.get("metadata"))
+                        .and_then(Value::as_object)
+                    {
+                        let mut map = c.clone();
+                        map.insert(String::new(), doc.clone());
+                        h.consolidated = Some(map);
+                    }
+                }
+            }
+            return Ok(h);
+        }
+        if let Some(bytes) = h.store.get(".zmetadata")? {
+            h.layout = Layout::V2;
+            let doc = parse_json(&bytes, ".zmetadata")?;
+            let meta = doc
+                .get("metadata")
+                .and_then(Value::as_object)
+                .ok_or_else(|| Error::metadata(".zmetadata", "no metadata object"))?;
+            h.consolidated = Some(meta.clone());
+            return Ok(h);
+        }
+        for marker in [".zgroup", ".zarray", ".zattrs"] {
+            if h.store.get(marker)?.is_some() {
+                h.layout = Layout::V2;
+                return Ok(h);
+            }
+        }
+        // No root document: an implicit root group of either layout.
+        for layout in [Layout::V3, Layout::V2] {
+            h.layout = layout;
+            if h.contains_node("", IMPLICIT_DEPTH)? {
+                return Ok(h);
+            }
+        }
+        Err(Error::Invalid(
+            "no Zarr hierarchy found in the store".into(),
+        ))
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn format_label(&self) -> &'static str {
+        match self.layout {
+            Layout::V3 => "3",
+            Layout::V2 => "2",
+            Layout::Draft(_) => "3-draft-2020",
+        }
+    }
+
+    /// A document from the store, or from consolidated metadata (v2 keys) when present.
+    fn doc(&self, key: &str) -> Result<Option<Value>> {
+        if let (Some(c), Layout::V2) = (&self.consolidated, &self.layout) {
+            return Ok(c.get(key).cloned());
+        }
+        match self.store.get(key)? {
+            Some(bytes) => Ok(Some(parse_json(&bytes, key)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The kind of the node at `path` without fully parsing it; `None` when there is none.
+    pub fn kind_of(&self, path: &str) -> Result<Option<NodeKind>> {
+        match &self.layout {
+            Layout::V3 => {
+                let key = format!("{}zarr.json", v3::prefix_of(path));
+                let doc = match &self.consolidated {
+                    Some(c) => c.get(path).cloned(),
+                    None => self.doc(&key).unwrap_or(Some(Value::Null)),
+                };
+                match doc {
+                    Some(d) => Ok(Some(match d.get("node_type").and_then(Value::as_str) {
+                        Some("group") => NodeKind::Group,
+                        _ => NodeKind::Array,
+                    })),
+                    None => self.implicit(path),
+                }
+            }
+            Layout::V2 => {
+                let prefix = v3::prefix_of(path);
+                if self.doc(&format!("{prefix}.zarray"))?.is_some() {
+                    Ok(Some(NodeKind::Array))
+                } else if self.doc(&format!("{prefix}.zgroup"))?.is_some() {
+                    Ok(Some(NodeKind::Group))
+                } else {
+                    self.implicit(path)
+                }
+            }
+            Layout::Draft(entry) => {
+                if self
+                    .store
+                    .get(&draft::meta_key(entry, path, "array"))?
+                    .is_some()
+                {
+                    Ok(Some(NodeKind::Array))
+                } else if self
+                    .store
+                    .get(&draft::meta_key(entry, path, "group"))?
+                    .is_some()
+                {
+                    Ok(Some(NodeKind::Group))
+                } else {
+                    self.implicit(path)
+                }
+            }
+        }
+    }
+
+    fn implicit(&self, path: &str) -> Result<Option<NodeKind>> {
+        if path.is_empty() || self.contains_node(path, IMPLICIT_DEPTH)? {
+            Ok(Some(NodeKind::ImplicitGroup))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Whether any node lies below the folder of `path` (within `depth` levels).
+    fn contains_node(&self, path: &str, depth: usize) -> Result<bool> {
+        if let Some(c) = &self.consolidated {
+            let prefix = v3::prefix_of(path);
+            return Ok(c.keys().any(|k| k.starts_with(&prefix)));
+        }
+        if depth == 0 {
+            return Ok(false);
+        }
+        let folder = match &self.layout {
+            Layout::Draft(_) => format!("meta/root/{}", v3::prefix_of(path)),
+            _ => v3::prefix_of(path),
+        };
+        let listing = self.store.list_dir(&folder)?;
+        let markers: &[&str] = match &self.layout {
+            Layout::V3 => &["zarr.json"],
+            Layout::V2 => &[".zarray", ".zgroup"],
+            Layout::Draft(_) => return Ok(!listing.keys.is_empty() || !listing.prefixes.is_empty()),
+        };
+        for sub in &listing.prefixes {
+            let child = join(path, sub);
+            let child_prefix = v3::prefix_of(&child);
+            for m in markers {
+                if self.store.get(&format!("{child_prefix}{m}"))?.is_some() {
+                    return Ok(true);
+                }
+            }
+            if self.contains_node(&child, depth - 1)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Resolve the node at `path` ("" or "/" for the root).
+    pub fn node(&self, path: &str) -> Result<Node> {
+        let path = normalize(path);
+        let not_found = || {
+            Error::NotFound(if path.is_empty() {
+                "/".into()
+            } else {
+                path.clone()
+            })
+        };
+        let parsed = match &self.layout {
+            Layout::V3 => {
+                let key = format!("{}zarr.json", v3::prefix_of(&path));
+                let doc = match &self.consolidated {
+                    Some(c) => c.get(&path).cloned(),
+                    None => self.doc(&key)?,
+                };
+                match doc {
+                    Some(d) => Some(v3::parse_node(&d, &path, &key)?),
+                    None => None,
+                }
+            }
+            Layout::V2 => {
+                let prefix = v3::prefix_of(&path);
+                let attrs = self.doc(&format!("{prefix}.zattrs"))?;
+                if let Some(d) = self.doc(&format!("{prefix}.zarray"))? {
+                    let key = format!("{prefix}.zarray");
+                    Some(NodeMetadata::Array(Box::new(v2::parse_array(
+                        &d,
+                        attrs.as_ref(),
+                        &path,
+                        &key,
+                    )?)))
+                } else if self.doc(&format!("{prefix}.zgroup"))?.is_some() {
+                    Some(NodeMetadata::Group(GroupMetadata {
+                        attributes: attrs
+                            .and_then(|a| a.as_object().cloned())
+                            .unwrap_or_default(),
+                        consolidated: None,
+                    }))
+                } else {
+                    None
+                }
+            }
+            Layout::Draft(entry) => {
+                let akey = draft::meta_key(entry, &path, "array");
+                let gkey = draft::meta_key(entry, &path, "group");
+                if let Some(d) = self.doc(&akey)? {
+                    Some(draft::parse_array(&d, &path, &akey)?)
+                } else {
+                    self.doc(&gkey)?.map(|d| draft::parse_group(&d))
+                }
+            }
+        };
+        match parsed {
+            Some(NodeMetadata::Array(a)) => Ok(Node::Array(Arc::new(*a))),
+            Some(NodeMetadata::Group(g)) => Ok(Node::Group(g)),
+            None => match self.implicit(&path)? {
+                Some(_) => Ok(Node::ImplicitGroup),
+                None => Err(not_found()),
+            },
+        }
+    }
+
+    /// The children of the group at `path`, sorted by name, with their kinds.
+    pub fn children(&self, path: &str) -> Result<Vec<(String, NodeKind)>> {
+        let path = normalize(path);
+        let mut names: Vec<String> = Vec::new();
+        match (&self.consolidated, &self.layout) {
+            (Some(c), _) => {
+                let prefix = v3::prefix_of(&path);
+                for k in c.keys() {
+                    // v2 keys name documents (a/b/.zarray); v3 keys name nodes (a/b).
+                    let node = match self.layout {
+                        Layout::V2 => k.rsplit_once('/').map_or("", |(p, _)| p),
+                        _ => k.as_str(),
+                    };
+                    if let Some(rest) = node.strip_prefix(&prefix).filter(|r| !r.is_empty()) {
+                        let name = rest.split('/').next().unwrap_or(rest);
+                        if (!path.is_empty() || !node.is_empty())
+                            && !names.iter().any(|n| n == name)
+                        {
+                            names.push(name.to_string());
+                        }
+                    }
+                }
+            }
+            (None, Layout::Draft(entry)) => {
+                let listing = self
+                    .store
+                    .list_dir(&format!("meta/root/{}", v3::prefix_of(&path)))?;
+                for key in &listing.keys {
+                    for kind in ["array", "group"] {
+                        let suffix = format!(".{kind}{}", entry.suffix);
+                        if let Some(name) = key.strip_suffix(&suffix) {
+                            names.push(name.to_string());
+                        }
+                    }
+                }
+                names.extend(listing.prefixes.iter().cloned());
+            }
+            (None, _) => names = self.store.list_dir(&v3::prefix_of(&path))?.prefixes,
+        }
+        names.sort();
+        names.dedup();
+        let mut out = Vec::new();
+        for name in names {
+            if let Some(kind) = self.kind_of(&join(&path, &name))? {
+                out.push((name, kind));
+            }
+        }
+        Ok(out)
+    }
+}

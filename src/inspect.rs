@@ -1,0 +1,129 @@
+//! The description of a hierarchy that `zarrfs inspect` prints: every node with its
+//! kind and, for arrays, shape, data type, chunks, codecs, fill value and attributes.
+
+use serde_json::{json, Map, Value};
+
+use crate::array::Array;
+use crate::hierarchy::{Hierarchy, Node, NodeKind};
+use crate::metadata::{ArrayMetadata, CodecSpec};
+use crate::Result;
+
+/// A JSON description of one array's metadata (also the mount's sidecar content).
+pub fn array_json(meta: &ArrayMetadata, inner_chunks: Option<&[u64]>) -> Value {
+    let mut o = Map::new();
+    o.insert("zarr_format".into(), json!(meta.format.label()));
+    o.insert("shape".into(), json!(meta.shape));
+    o.insert("data_type".into(), meta.dtype_json.clone());
+    o.insert("dtype".into(), json!(meta.dtype.typestr(false)));
+    if matches!(meta.dtype, crate::metadata::DataType::Struct(_)) {
+        o.insert("descr".into(), meta.dtype.descr(false));
+    }
+    o.insert("chunks".into(), json!(meta.chunk_shape));
+    if let Some(inner) = inner_chunks.filter(|i| *i != meta.chunk_shape.as_slice()) {
+        o.insert("inner_chunks".into(), json!(inner));
+    }
+    o.insert(
+        "chunk_key_encoding".into(),
+        json!(meta.key_encoding.describe()),
+    );
+    o.insert(
+        "codecs".into(),
+        Value::Array(meta.codecs.iter().map(CodecSpec::to_json).collect()),
+    );
+    o.insert("fill_value".into(), meta.fill_json.clone());
+    o.insert("attributes".into(), Value::Object(meta.attributes.clone()));
+    if let Some(d) = &meta.dimension_names {
+        o.insert("dimension_names".into(), Value::Array(d.clone()));
+    }
+    Value::Object(o)
+}
+
+/// One entry of the tree.
+fn node_json(h: &Hierarchy, path: &str, kind: NodeKind) -> Value {
+    let mut o = Map::new();
+    o.insert("path".into(), json!(format!("/{path}")));
+    o.insert("kind".into(), json!(kind.label()));
+    match h.node(path) {
+        Ok(Node::Array(meta)) => {
+            let inner = Array::open(meta.clone(), h.store().clone())
+                .ok()
+                .map(|a| a.unit_shape().to_vec());
+            if let Value::Object(a) = array_json(&meta, inner.as_deref()) {
+                o.extend(a);
+            }
+        }
+        Ok(Node::Group(g)) => {
+            o.insert("attributes".into(), Value::Object(g.attributes));
+        }
+        Ok(Node::ImplicitGroup) => {}
+        Err(e) => {
+            o.insert("error".into(), json!(e.to_string()));
+        }
+    }
+    Value::Object(o)
+}
+
+/// Every node at or below `path`, depth first, sorted by name.
+pub fn tree(h: &Hierarchy, path: &str) -> Result<Vec<Value>> {
+    let path = crate::hierarchy::normalize(path);
+    let root = h.node(&path)?;
+    let mut out = vec![node_json(h, &path, root.kind())];
+    if root.kind().is_group() {
+        walk(h, &path, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn walk(h: &Hierarchy, path: &str, out: &mut Vec<Value>) -> Result<()> {
+    for (name, kind) in h.children(path)? {
+        let child = if path.is_empty() {
+            name
+        } else {
+            format!("{path}/{name}")
+        };
+        out.push(node_json(h, &child, kind));
+        if kind.is_group() {
+            walk(h, &child, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// The human-readable form of one tree entry.
+pub fn describe(node: &Value) -> String {
+    let s = |k: &str| node.get(k).map(compact).unwrap_or_default();
+    let mut line = format!(
+        "{}  {}",
+        s("path").trim_matches('"'),
+        s("kind").trim_matches('"')
+    );
+    if node.get("shape").is_some() {
+        line.push_str(&format!(
+            "  shape={} dtype={} chunks={}",
+            s("shape"),
+            s("dtype").trim_matches('"'),
+            s("chunks")
+        ));
+        if node.get("inner_chunks").is_some() {
+            line.push_str(&format!(" inner_chunks={}", s("inner_chunks")));
+        }
+        line.push_str(&format!("\n    data_type: {}", s("data_type")));
+        line.push_str(&format!("\n    codecs: {}", s("codecs")));
+        line.push_str(&format!("\n    fill_value: {}", s("fill_value")));
+    }
+    if let Some(e) = node.get("error") {
+        line.push_str(&format!("\n    error: {}", e.as_str().unwrap_or("")));
+    }
+    if node
+        .get("attributes")
+        .and_then(Value::as_object)
+        .is_some_and(|a| !a.is_empty())
+    {
+        line.push_str(&format!("\n    attributes: {}", s("attributes")));
+    }
+    line
+}
+
+fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}

@@ -1,0 +1,15 @@
+//! zarrfs: read Zarr hierarchies (v2, v3 and the 2020 v3 draft) and serve every array as
+//! a flat file of its elements, through a FUSE mount or the `cat` / `inspect` commands.
+
+pub mod array;
+pub mod cache;
+pub mod codec;
+pub mod error;
+pub mod hierarchy;
+pub mod inspect;
+pub mod metadata;
+pub mod region;
+pub mod store;
+pub mod view;
+
+pub use error::{Error, Result};

@@ -1,0 +1,81 @@
+//! Copies of n-dimensional boxes between C-order buffers: the one primitive behind shard
+//! assembly, chunk-to-output copies and fill.
+
+/// An n-d box copy: `region` elements starting at `src_at` in a `src_shape` buffer go to
+/// `dst_at` in a `dst_shape` buffer. `item` is the element size in units of `T`.
+pub struct Region<'a> {
+    pub src_shape: &'a [u64],
+    pub src_at: &'a [u64],
+    pub dst_shape: &'a [u64],
+    pub dst_at: &'a [u64],
+    pub region: &'a [u64],
+    pub item: usize,
+}
+
+fn strides(shape: &[u64]) -> Vec<usize> {
+    let mut s = vec![1usize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1] as usize;
+    }
+    s
+}
+
+fn offset(at: &[u64], strides: &[usize]) -> usize {
+    at.iter().zip(strides).map(|(a, s)| *a as usize * s).sum()
+}
+
+impl Region<'_> {
+    /// Copy the box; rows along the last axis are copied whole.
+    pub fn copy<T: Clone>(&self, src: &[T], dst: &mut [T]) {
+        let n = self.region.len();
+        if self.region.contains(&0) {
+            return;
+        }
+        if n == 0 {
+            dst[..self.item].clone_from_slice(&src[..self.item]);
+            return;
+        }
+        let ss = strides(self.src_shape);
+        let ds = strides(self.dst_shape);
+        let row = self.region[n - 1] as usize * self.item;
+        let mut idx = vec![0u64; n - 1];
+        loop {
+            let s = (offset(self.src_at, &ss) + offset(&idx, &ss[..n - 1])) * self.item;
+            let d = (offset(self.dst_at, &ds) + offset(&idx, &ds[..n - 1])) * self.item;
+            dst[d..d + row].clone_from_slice(&src[s..s + row]);
+            let mut dim = n - 1;
+            loop {
+                if dim == 0 {
+                    return;
+                }
+                dim -= 1;
+                idx[dim] += 1;
+                if idx[dim] < self.region[dim] {
+                    break;
+                }
+                idx[dim] = 0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_an_inner_box() {
+        let src: Vec<u8> = (0..12).collect(); // 3 x 4
+        let mut dst = vec![0u8; 9]; // 3 x 3
+        Region {
+            src_shape: &[3, 4],
+            src_at: &[1, 1],
+            dst_shape: &[3, 3],
+            dst_at: &[0, 1],
+            region: &[2, 2],
+            item: 1,
+        }
+        .copy(&src, &mut dst);
+        assert_eq!(dst, vec![0, 5, 6, 0, 9, 10, 0, 0, 0]);
+    }
+}

@@ -1,0 +1,206 @@
+//! A store backed by a local folder. Every key is validated so that nothing outside the
+//! root is ever opened: no `..`, no absolute paths, no NUL, no symlinks leading outside.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Component, Path, PathBuf};
+
+use super::{ByteRange, Listing, Store};
+use crate::error::{Error, Result};
+
+/// A read-only store over a directory tree.
+#[derive(Debug)]
+pub struct FolderStore {
+    root: PathBuf,
+}
+
+impl FolderStore {
+    /// Open a folder; fails when it does not exist or is not a directory.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self> {
+        let root = root.as_ref();
+        let canonical = root.canonicalize().map_err(|source| Error::Io {
+            key: root.display().to_string(),
+            source,
+        })?;
+        if !canonical.is_dir() {
+            return Err(Error::Invalid(format!(
+                "{}: not a directory",
+                root.display()
+            )));
+        }
+        Ok(FolderStore { root: canonical })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Map a key to a path inside the root, refusing anything that could leave it.
+    fn resolve(&self, key: &str) -> Result<PathBuf> {
+        if key.contains('\0') || key.starts_with('/') || key.contains('\\') {
+            return Err(Error::InvalidKey(key.to_string()));
+        }
+        let mut path = self.root.clone();
+        for part in key.split('/').filter(|p| !p.is_empty()) {
+            match Path::new(part).components().next() {
+                Some(Component::Normal(_)) if part != "." && part != ".." => path.push(part),
+                _ => return Err(Error::InvalidKey(key.to_string())),
+            }
+        }
+        // Symlinks are allowed only when they stay inside the root.
+        match path.canonicalize() {
+            Ok(real) if !real.starts_with(&self.root) => Err(Error::InvalidKey(key.to_string())),
+            _ => Ok(path),
+        }
+    }
+
+    fn open_file(&self, key: &str) -> Result<Option<File>> {
+        let path = self.resolve(key)?;
+        match File::open(&path) {
+            Ok(f) => {
+                let meta = f.metadata().map_err(|source| io_err(key, source))?;
+                if meta.is_file() {
+                    Ok(Some(f))
+                } else {
+                    Ok(None)
+                }
+            }
+            Err(e) if is_missing(&e) => Ok(None),
+            Err(source) => Err(io_err(key, source)),
+        }
+    }
+}
+
+fn io_err(key: &str, source: io::Error) -> Error {
+    Error::Io {
+        key: key.to_string(),
+        source,
+    }
+}
+
+fn is_missing(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+impl Store for FolderStore {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let Some(mut f) = self.open_file(key)? else {
+            return Ok(None);
+        };
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).map_err(|e| io_err(key, e))?;
+        Ok(Some(buf))
+    }
+
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        let Some(mut f) = self.open_file(key)? else {
+            return Ok(None);
+        };
+        let size = f.metadata().map_err(|e| io_err(key, e))?.len();
+        let (offset, len) = match range {
+            ByteRange::Span { offset, len } => {
+                let offset = offset.min(size);
+                (offset, len.min(size - offset))
+            }
+            ByteRange::Suffix(len) => {
+                let len = len.min(size);
+                (size - len, len)
+            }
+        };
+        f.seek(SeekFrom::Start(offset))
+            .map_err(|e| io_err(key, e))?;
+        let mut buf = vec![0u8; len as usize];
+        f.read_exact(&mut buf).map_err(|e| io_err(key, e))?;
+        Ok(Some(buf))
+    }
+
+    fn list_dir(&self, prefix: &str) -> Result<Listing> {
+        let path = self.resolve(prefix.trim_end_matches('/'))?;
+        let entries = match std::fs::read_dir(&path) {
+            Ok(e) => e,
+            Err(e) if is_missing(&e) => return Ok(Listing::default()),
+            Err(source) => return Err(io_err(prefix, source)),
+        };
+        let mut listing = Listing::default();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_err(prefix, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            // Follow symlinks for the kind, but only when they stay inside the root.
+            let full = entry.path();
+            let Ok(real) = full.canonicalize() else {
+                continue;
+            };
+            if !real.starts_with(&self.root) {
+                continue;
+            }
+            if real.is_dir() {
+                listing.prefixes.push(name);
+            } else if real.is_file() {
+                listing.keys.push(name);
+            }
+        }
+        listing.keys.sort();
+        listing.prefixes.sort();
+        Ok(listing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp_store() -> (PathBuf, FolderStore) {
+        let dir = std::env::temp_dir().join(format!(
+            "zarrfs-store-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("root/a")).unwrap();
+        std::fs::write(dir.join("root/a/k"), b"0123456789").unwrap();
+        std::fs::write(dir.join("secret"), b"no").unwrap();
+        let store = FolderStore::open(dir.join("root")).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn reads_keys_and_ranges() {
+        let (_dir, s) = tmp_store();
+        assert_eq!(s.get("a/k").unwrap().unwrap(), b"0123456789");
+        assert_eq!(s.get("a/missing").unwrap(), None);
+        assert_eq!(s.get("a").unwrap(), None);
+        let span = ByteRange::Span { offset: 8, len: 5 };
+        assert_eq!(s.get_range("a/k", span).unwrap().unwrap(), b"89");
+        assert_eq!(
+            s.get_range("a/k", ByteRange::Suffix(3)).unwrap().unwrap(),
+            b"789"
+        );
+        let l = s.list_dir("").unwrap();
+        assert_eq!(l.prefixes, vec!["a"]);
+        assert_eq!(s.list_dir("a/").unwrap().keys, vec!["k"]);
+    }
+
+    #[test]
+    fn refuses_keys_leaving_the_root() {
+        let (dir, s) = tmp_store();
+        for bad in [
+            "../secret",
+            "a/../../secret",
+            "/etc/passwd",
+            "a/\0k",
+            "a/./k",
+        ] {
+            assert!(matches!(s.get(bad), Err(Error::InvalidKey(_))), "{bad}");
+        }
+        std::os::unix::fs::symlink(dir.join("secret"), dir.join("root/link")).unwrap();
+        assert!(matches!(s.get("link"), Err(Error::InvalidKey(_))));
+        assert!(!s.list_dir("").unwrap().keys.contains(&"link".to_string()));
+        std::os::unix::fs::symlink(dir.join("root/a/k"), dir.join("root/inside")).unwrap();
+        assert_eq!(s.get("inside").unwrap().unwrap(), b"0123456789");
+    }
+}
