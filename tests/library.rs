@@ -12,6 +12,13 @@ use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::FolderStore;
 use zarrfs::view::{write_var_lines, Layout, Order, View};
 
+/// Fixture arrays written with codecs zarrfs does not implement (see the README): each
+/// must fail alone with an "unsupported" error.
+const UNSUPPORTED: [(&str, &str); 2] = [
+    ("v3", "codecs/numcodecs_jenkins_lookup3"),
+    ("v2_zarr2", "categorize_object"),
+];
+
 fn check_array(m: &Manifest, entry: &serde_json::Value) -> Result<(), String> {
     let store = entry["store"].as_str().unwrap_or_default();
     let path = entry["path"].as_str().unwrap_or_default();
@@ -74,6 +81,14 @@ fn every_fixture_array_is_byte_exact() {
         arrays.len()
     );
     for entry in arrays {
+        let id = (entry["store"].as_str().unwrap_or(""), entry["path"].as_str().unwrap_or(""));
+        if UNSUPPORTED.contains(&id) {
+            match check_array(&m, entry) {
+                Err(e) if e.contains("unsupported") => continue,
+                other => failures.push(format!("{id:?}: expected unsupported, got {other:?}")),
+            }
+            continue;
+        }
         if let Err(e) = check_array(&m, entry) {
             failures.push(format!(
                 "{}:{} ({}): {e}",

@@ -1,6 +1,6 @@
 //! Checksum codecs: v3 `crc32c` (4-byte little-endian suffix) and numcodecs' `crc32`,
 //! `adler32` and `crc32c` (4-byte little-endian checksum at `location`, start by default
-//! for crc32 / adler32).
+//! for crc32 / adler32) and `fletcher32` (HDF5's Fletcher-32, 4-byte little-endian suffix).
 
 use serde_json::Value;
 
@@ -13,6 +13,7 @@ enum Kind {
     Crc32c,
     Crc32,
     Adler32,
+    Fletcher32,
 }
 
 pub struct Checksum {
@@ -24,12 +25,13 @@ pub fn build(name: &str, spec: &CodecSpec) -> Result<Box<dyn BytesToBytes>> {
     let kind = match name {
         "crc32c" => Kind::Crc32c,
         "crc32" => Kind::Crc32,
+        "fletcher32" => Kind::Fletcher32,
         _ => Kind::Adler32,
     };
     let prefix = match spec.config.get("location").and_then(Value::as_str) {
         Some("start") => true,
         Some("end") => false,
-        None => kind != Kind::Crc32c,
+        None => matches!(kind, Kind::Crc32 | Kind::Adler32),
         Some(other) => {
             return Err(Error::metadata(
                 "",
@@ -50,8 +52,33 @@ impl Checksum {
                 h.sum()
             }
             Kind::Adler32 => adler32(data),
+            Kind::Fletcher32 => fletcher32(data),
         }
     }
+}
+
+/// HDF5's Fletcher-32 over big-endian 16-bit words (an odd last byte is the high half).
+fn fletcher32(data: &[u8]) -> u32 {
+    let fold = |s: u32| (s & 0xffff) + (s >> 16);
+    let (mut sum1, mut sum2) = (0u32, 0u32);
+    let words = &data[..data.len() / 2 * 2];
+    for block in words.chunks(720) {
+        for word in block.chunks_exact(2) {
+            sum1 += ((word[0] as u32) << 8) | word[1] as u32;
+            sum2 += sum1;
+        }
+        sum1 = fold(sum1);
+        sum2 = fold(sum2);
+    }
+    if data.len() % 2 == 1 {
+        sum1 += (data[data.len() - 1] as u32) << 8;
+        sum2 += sum1;
+        sum1 = fold(sum1);
+        sum2 = fold(sum2);
+    }
+    sum1 = fold(sum1);
+    sum2 = fold(sum2);
+    (sum2 << 16) | sum1
 }
 
 fn adler32(data: &[u8]) -> u32 {
@@ -110,11 +137,15 @@ impl BytesToBytes for Checksum {
 mod tests {
     use super::*;
 
+    /// Checksums computed by numcodecs 0.16 (`numcodecs.Fletcher32().encode(...)[-4:]`).
+    const FLETCHER_ABCDE: [u8; 4] = [199, 41, 240, 79];
+    const FLETCHER_LONG: [u8; 4] = [255, 0, 22, 21];
+
     #[test]
     fn crc32c_known_value_and_mismatch() {
         // The CRC-32C check value of "123456789".
         assert_eq!(crc32c::crc32c(b"123456789"), 0xe3069283);
-        for name in ["crc32c", "crc32", "adler32"] {
+        for name in ["crc32c", "crc32", "adler32", "fletcher32"] {
             let c = build(name, &CodecSpec::new(name, serde_json::json!({}))).unwrap();
             let enc = c.encode(b"hello zarr".to_vec()).unwrap();
             assert_eq!(enc.len(), 14);
@@ -124,5 +155,9 @@ mod tests {
             assert!(c.decode(bad, 100).is_err(), "{name}");
         }
         assert_eq!(adler32(b"Wikipedia"), 0x11e60398);
+        // numcodecs.Fletcher32().encode(b"abcde")[-4:] and of bytes(range(256)) * 4.
+        assert_eq!(fletcher32(b"abcde").to_le_bytes(), FLETCHER_ABCDE);
+        let long: Vec<u8> = (0..1024).map(|i| (i % 256) as u8).collect();
+        assert_eq!(fletcher32(&long).to_le_bytes(), FLETCHER_LONG);
     }
 }

@@ -260,7 +260,7 @@ fn build_bytes_to_bytes(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Box<dyn By
     Ok(match name {
         "gzip" | "zlib" | "zstd" | "bz2" | "lzma" | "lz4" => compress::build(name, spec)?,
         "blosc" => Box::new(blosc::Blosc::build(spec, repr)?),
-        "crc32c" | "crc32" | "adler32" => checksum::build(name, spec)?,
+        "crc32c" | "crc32" | "adler32" | "fletcher32" => checksum::build(name, spec)?,
         _ => filters::build_bytes_to_bytes(spec, repr)?,
     })
 }
