@@ -27,6 +27,9 @@ pub enum Error {
     /// A request that does not make sense for this node (e.g. reading a group).
     #[error("{0}")]
     Invalid(String),
+    /// No such extended attribute.
+    #[error("no such attribute")]
+    NoAttribute,
     /// The filesystem is read-only.
     #[error("read-only filesystem")]
     ReadOnly,
@@ -78,6 +81,7 @@ impl Error {
             Error::NotFound(_) => libc::ENOENT,
             Error::ReadOnly => libc::EROFS,
             Error::Invalid(_) => libc::EINVAL,
+            Error::NoAttribute => libc::ENODATA,
             _ => libc::EIO,
         }
     }

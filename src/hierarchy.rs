@@ -127,12 +127,9 @@ impl Hierarchy {
                 return Ok(h);
             }
         }
-        // No root document: an implicit root group of either layout.
-        for layout in [Layout::V3, Layout::V2] {
-            h.layout = layout;
-            if h.contains_node("", IMPLICIT_DEPTH)? {
-                return Ok(h);
-            }
+        // No root document: an implicit root group (v2 and v3 nodes are both found).
+        if h.contains_node("", IMPLICIT_DEPTH)? {
+            return Ok(h);
         }
         Err(Error::Invalid(
             "no Zarr hierarchy found in the store".into(),
@@ -162,51 +159,52 @@ impl Hierarchy {
         }
     }
 
+    /// The v3 document of the node at `path`, from consolidated metadata when present.
+    fn v3_doc(&self, path: &str) -> Result<Option<Value>> {
+        match (&self.consolidated, &self.layout) {
+            (Some(c), Layout::V3) => Ok(c.get(path).cloned()),
+            _ => self.doc(&format!("{}zarr.json", v3::prefix_of(path))),
+        }
+    }
+
     /// The kind of the node at `path` without fully parsing it; `None` when there is none.
+    /// v2 and v3 nodes may be mixed in one hierarchy; a broken document counts as an array
+    /// so that the node is listed and its reads report the error.
     pub fn kind_of(&self, path: &str) -> Result<Option<NodeKind>> {
+        let prefix = v3::prefix_of(path);
         match &self.layout {
-            Layout::V3 => {
-                let key = format!("{}zarr.json", v3::prefix_of(path));
-                let doc = match &self.consolidated {
-                    Some(c) => c.get(path).cloned(),
-                    None => self.doc(&key).unwrap_or(Some(Value::Null)),
-                };
-                match doc {
-                    Some(d) => Ok(Some(match d.get("node_type").and_then(Value::as_str) {
-                        Some("group") => NodeKind::Group,
-                        _ => NodeKind::Array,
-                    })),
-                    None => self.implicit(path),
-                }
-            }
-            Layout::V2 => {
-                let prefix = v3::prefix_of(path);
-                if self.doc(&format!("{prefix}.zarray"))?.is_some() {
-                    Ok(Some(NodeKind::Array))
-                } else if self.doc(&format!("{prefix}.zgroup"))?.is_some() {
-                    Ok(Some(NodeKind::Group))
-                } else {
-                    self.implicit(path)
-                }
-            }
             Layout::Draft(entry) => {
                 if self
                     .store
                     .get(&draft::meta_key(entry, path, "array"))?
                     .is_some()
                 {
-                    Ok(Some(NodeKind::Array))
+                    return Ok(Some(NodeKind::Array));
                 } else if self
                     .store
                     .get(&draft::meta_key(entry, path, "group"))?
                     .is_some()
                 {
-                    Ok(Some(NodeKind::Group))
-                } else {
-                    self.implicit(path)
+                    return Ok(Some(NodeKind::Group));
+                }
+            }
+            _ => {
+                match self.v3_doc(path) {
+                    Ok(Some(d)) if d.get("node_type").and_then(Value::as_str) == Some("group") => {
+                        return Ok(Some(NodeKind::Group))
+                    }
+                    Ok(Some(_)) | Err(Error::Metadata { .. }) => return Ok(Some(NodeKind::Array)),
+                    Ok(None) => {}
+                    Err(e) => return Err(e),
+                }
+                if self.doc(&format!("{prefix}.zarray"))?.is_some() {
+                    return Ok(Some(NodeKind::Array));
+                } else if self.doc(&format!("{prefix}.zgroup"))?.is_some() {
+                    return Ok(Some(NodeKind::Group));
                 }
             }
         }
+        self.implicit(path)
     }
 
     fn implicit(&self, path: &str) -> Result<Option<NodeKind>> {
@@ -232,9 +230,8 @@ impl Hierarchy {
         };
         let listing = self.store.list_dir(&folder)?;
         let markers: &[&str] = match &self.layout {
-            Layout::V3 => &["zarr.json"],
-            Layout::V2 => &[".zarray", ".zgroup"],
             Layout::Draft(_) => return Ok(!listing.keys.is_empty() || !listing.prefixes.is_empty()),
+            _ => &["zarr.json", ".zarray", ".zgroup"],
         };
         for sub in &listing.prefixes {
             let child = join(path, sub);
@@ -262,39 +259,6 @@ impl Hierarchy {
             })
         };
         let parsed = match &self.layout {
-            Layout::V3 => {
-                let key = format!("{}zarr.json", v3::prefix_of(&path));
-                let doc = match &self.consolidated {
-                    Some(c) => c.get(&path).cloned(),
-                    None => self.doc(&key)?,
-                };
-                match doc {
-                    Some(d) => Some(v3::parse_node(&d, &path, &key)?),
-                    None => None,
-                }
-            }
-            Layout::V2 => {
-                let prefix = v3::prefix_of(&path);
-                let attrs = self.doc(&format!("{prefix}.zattrs"))?;
-                if let Some(d) = self.doc(&format!("{prefix}.zarray"))? {
-                    let key = format!("{prefix}.zarray");
-                    Some(NodeMetadata::Array(Box::new(v2::parse_array(
-                        &d,
-                        attrs.as_ref(),
-                        &path,
-                        &key,
-                    )?)))
-                } else if self.doc(&format!("{prefix}.zgroup"))?.is_some() {
-                    Some(NodeMetadata::Group(GroupMetadata {
-                        attributes: attrs
-                            .and_then(|a| a.as_object().cloned())
-                            .unwrap_or_default(),
-                        consolidated: None,
-                    }))
-                } else {
-                    None
-                }
-            }
             Layout::Draft(entry) => {
                 let akey = draft::meta_key(entry, &path, "array");
                 let gkey = draft::meta_key(entry, &path, "group");
@@ -304,6 +268,13 @@ impl Hierarchy {
                     self.doc(&gkey)?.map(|d| draft::parse_group(&d))
                 }
             }
+            _ => match self.v3_doc(&path)? {
+                Some(d) => {
+                    let key = format!("{}zarr.json", v3::prefix_of(&path));
+                    Some(v3::parse_node(&d, &path, &key)?)
+                }
+                None => self.v2_node(&path)?,
+            },
         };
         match parsed {
             Some(NodeMetadata::Array(a)) => Ok(Node::Array(Arc::new(*a))),
@@ -313,6 +284,25 @@ impl Hierarchy {
                 None => Err(not_found()),
             },
         }
+    }
+
+    fn v2_node(&self, path: &str) -> Result<Option<NodeMetadata>> {
+        let prefix = v3::prefix_of(path);
+        let attrs = self.doc(&format!("{prefix}.zattrs"))?;
+        let key = format!("{prefix}.zarray");
+        if let Some(d) = self.doc(&key)? {
+            let meta = v2::parse_array(&d, attrs.as_ref(), path, &key)?;
+            return Ok(Some(NodeMetadata::Array(Box::new(meta))));
+        }
+        if self.doc(&format!("{prefix}.zgroup"))?.is_some() {
+            return Ok(Some(NodeMetadata::Group(GroupMetadata {
+                attributes: attrs
+                    .and_then(|a| a.as_object().cloned())
+                    .unwrap_or_default(),
+                consolidated: None,
+            })));
+        }
+        Ok(None)
     }
 
     /// The children of the group at `path`, sorted by name, with their kinds.

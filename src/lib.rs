@@ -4,10 +4,14 @@
 pub mod array;
 pub mod cache;
 pub mod codec;
+pub mod demo;
 pub mod error;
+pub mod fs;
+pub mod fuse;
 pub mod hierarchy;
 pub mod inspect;
 pub mod metadata;
+pub mod mount;
 pub mod region;
 pub mod store;
 pub mod view;

@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use zarrfs::array::Array;
 use zarrfs::cache::ChunkCache;
+use zarrfs::fs::FsOptions;
 use zarrfs::hierarchy::{Hierarchy, Node};
+use zarrfs::mount::MountConfig;
 use zarrfs::store::FolderStore;
 use zarrfs::view::{write_var_lines, Layout, Order, View};
 use zarrfs::{inspect, Error, Result};
@@ -27,7 +29,9 @@ struct Cli {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum OrderArg {
+    #[value(name = "C", alias = "c")]
     C,
+    #[value(name = "F", alias = "f")]
     F,
 }
 
@@ -43,11 +47,36 @@ enum Command {
     Cat {
         store: PathBuf,
         path: String,
-        #[arg(long, value_enum, default_value = "c")]
+        #[arg(long, value_enum, default_value = "C")]
         order: OrderArg,
         #[arg(long, value_enum, default_value = "little")]
         endian: EndianArg,
     },
+    /// Mount a store: groups become directories, arrays flat read-only files.
+    Mount {
+        store: PathBuf,
+        mountpoint: PathBuf,
+        /// Stay in the foreground (Ctrl-C unmounts).
+        #[arg(short, long)]
+        foreground: bool,
+        #[arg(long, value_enum, default_value = "C")]
+        order: OrderArg,
+        #[arg(long, value_enum, default_value = "little")]
+        endian: EndianArg,
+        /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G).
+        #[arg(long, default_value = "1GiB", value_parser = zarrfs::mount::parse_size)]
+        cache_size: usize,
+        /// Worker threads for reads (default: the number of cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// FUSE options (allow_other, allow_root, default_permissions, ...).
+        #[arg(short = 'o', value_delimiter = ',')]
+        options: Vec<String>,
+    },
+    /// Unmount a zarrfs mount, including a stale one left by a killed daemon.
+    Umount { mountpoint: PathBuf },
+    /// Write a small demo hierarchy (v3 with zstd and sharding, v2, an implicit group).
+    Demo { dir: PathBuf },
     /// Print the hierarchy: nodes, kinds, shapes, data types, chunks, codecs, attributes.
     Inspect {
         store: PathBuf,
@@ -94,8 +123,48 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
         .map_err(|e| Error::Invalid(format!("write: {e}")))
 }
 
+fn order_of(order: OrderArg) -> Order {
+    match order {
+        OrderArg::C => Order::C,
+        OrderArg::F => Order::F,
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Mount {
+            store,
+            mountpoint,
+            foreground,
+            order,
+            endian,
+            cache_size,
+            threads,
+            options,
+        } => {
+            let threads = threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            zarrfs::mount::mount(MountConfig {
+                store,
+                mountpoint,
+                foreground,
+                fs: FsOptions {
+                    layout: Layout {
+                        order: order_of(order),
+                        big_endian: matches!(endian, EndianArg::Big),
+                    },
+                    cache_bytes: cache_size,
+                },
+                threads,
+                options,
+            })
+        }
+        Command::Umount { mountpoint } => zarrfs::mount::unmount(&mountpoint),
+        Command::Demo { dir } => {
+            zarrfs::demo::write(&dir)?;
+            println!("wrote a demo hierarchy to {}", dir.display());
+            Ok(())
+        }
         Command::Cat {
             store,
             path,
@@ -125,7 +194,9 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp_millis()
+        .init();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,130 @@
+//! What a file serves: an array's flat view, an array's JSON-lines text (variable-length
+//! types), or a sidecar JSON document.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::array::Array;
+use crate::cache::ChunkCache;
+use crate::hierarchy::{Hierarchy, Node};
+use crate::inspect::array_json;
+use crate::metadata::ArrayMetadata;
+use crate::view::{write_var_lines, Layout, Order, View};
+use crate::{Error, Result};
+
+pub enum Content {
+    /// A fixed-size array, read chunk by chunk.
+    Flat(View),
+    /// Bytes held whole: variable-length text or a sidecar.
+    Bytes(Vec<u8>),
+}
+
+impl Content {
+    pub fn size(&self) -> u64 {
+        match self {
+            Content::Flat(v) => v.size(),
+            Content::Bytes(b) => b.len() as u64,
+        }
+    }
+
+    pub fn read(&self, offset: u64, size: usize) -> Result<Vec<u8>> {
+        match self {
+            Content::Flat(view) => {
+                let len = size.min(view.size().saturating_sub(offset) as usize);
+                let mut buf = vec![0u8; len];
+                let n = view.read_at(offset, &mut buf)?;
+                buf.truncate(n);
+                Ok(buf)
+            }
+            Content::Bytes(b) => {
+                let start = (offset as usize).min(b.len());
+                let end = start.saturating_add(size).min(b.len());
+                Ok(b[start..end].to_vec())
+            }
+        }
+    }
+}
+
+/// The file of the array at `path`.
+pub fn array_file(
+    h: &Hierarchy,
+    path: &str,
+    cache: &Arc<ChunkCache>,
+    layout: Layout,
+) -> Result<Content> {
+    let meta = array_meta(h, path)?;
+    let array = Arc::new(Array::open(meta, h.store().clone())?);
+    if array.meta.dtype.is_var() {
+        let mut text = Vec::new();
+        write_var_lines(&array, cache, layout.order, &mut text)?;
+        return Ok(Content::Bytes(text));
+    }
+    Ok(Content::Flat(View::new(array, cache.clone(), layout)?))
+}
+
+pub fn array_meta(h: &Hierarchy, path: &str) -> Result<Arc<ArrayMetadata>> {
+    match h.node(path)? {
+        Node::Array(meta) => Ok(meta),
+        _ => Err(Error::Invalid(format!("{path}: not an array"))),
+    }
+}
+
+/// How the file view of `meta` is laid out, as JSON (also the xattr values).
+pub fn file_json(meta: &ArrayMetadata, layout: Layout) -> Value {
+    let big = layout.big_endian;
+    let order = match layout.order {
+        Order::C => "C",
+        Order::F => "F",
+    };
+    if meta.dtype.is_var() {
+        return json!({"format": "json-lines", "order": order});
+    }
+    json!({
+        "dtype": meta.dtype.typestr(big),
+        "descr": meta.dtype.descr(big),
+        "order": order,
+        "endian": if big { "big" } else { "little" },
+        "itemsize": meta.dtype.size(),
+    })
+}
+
+/// `.NAME.json`: the array's metadata and its file view.
+pub fn array_sidecar(h: &Hierarchy, path: &str, layout: Layout) -> Result<Content> {
+    let mut doc = match array_meta(h, path) {
+        Ok(meta) => {
+            let inner = Array::open(meta.clone(), h.store().clone())
+                .ok()
+                .map(|a| a.unit_shape().to_vec());
+            let mut doc = array_json(&meta, inner.as_deref());
+            doc["file"] = file_json(&meta, layout);
+            doc
+        }
+        Err(e) => json!({"error": e.to_string()}),
+    };
+    doc["path"] = json!(format!("/{path}"));
+    doc["kind"] = json!("array");
+    Ok(Content::Bytes(pretty(&doc)))
+}
+
+/// `.group.json`: the group's kind and attributes.
+pub fn group_sidecar(h: &Hierarchy, path: &str) -> Result<Content> {
+    let node = h.node(path)?;
+    let attributes = match &node {
+        Node::Group(g) => Value::Object(g.attributes.clone()),
+        _ => json!({}),
+    };
+    let doc = json!({
+        "path": format!("/{path}"),
+        "kind": node.kind().label(),
+        "zarr_format": h.format_label(),
+        "attributes": attributes,
+    });
+    Ok(Content::Bytes(pretty(&doc)))
+}
+
+fn pretty(doc: &Value) -> Vec<u8> {
+    let mut text = serde_json::to_vec_pretty(doc).unwrap_or_default();
+    text.push(b'\n');
+    text
+}

@@ -1,0 +1,255 @@
+//! The filesystem without FUSE: inodes, lookup, readdir, getattr, open, read and xattrs
+//! over a Zarr hierarchy. Every call returns `Result<T, Error>`; `fuse.rs` turns that
+//! into replies and errnos, so this core is tested without a mount.
+
+mod content;
+mod inode;
+mod xattr;
+
+use std::sync::Arc;
+
+use crate::cache::ChunkCache;
+use crate::hierarchy::{Hierarchy, NodeKind};
+use crate::view::Layout;
+use crate::{Error, Result};
+use content::Content;
+pub use inode::ROOT;
+use inode::{Entry, Inodes, Node};
+
+/// What kind of file an inode is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Directory,
+    File,
+}
+
+/// The attributes of an inode, free of any FUSE type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub size: u64,
+    pub kind: FileKind,
+    pub perm: u16,
+    pub nlink: u32,
+}
+
+/// One directory entry (without `.` and `..`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub ino: u64,
+    pub name: String,
+    pub kind: FileKind,
+}
+
+/// Settings of the file views.
+#[derive(Debug, Clone, Copy)]
+pub struct FsOptions {
+    pub layout: Layout,
+    pub cache_bytes: usize,
+}
+
+/// A mounted hierarchy.
+pub struct ZarrFs {
+    hierarchy: Hierarchy,
+    cache: Arc<ChunkCache>,
+    layout: Layout,
+    inodes: Inodes,
+}
+
+const GROUP_SIDECAR: &str = ".group.json";
+
+fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// The array name of a sidecar file name `.NAME.json`.
+fn sidecar_target(name: &str) -> Option<&str> {
+    name.strip_prefix('.')?
+        .strip_suffix(".json")
+        .filter(|n| !n.is_empty())
+}
+
+impl ZarrFs {
+    pub fn new(hierarchy: Hierarchy, options: FsOptions) -> ZarrFs {
+        ZarrFs {
+            hierarchy,
+            cache: Arc::new(ChunkCache::new(options.cache_bytes)),
+            layout: options.layout,
+            inodes: Inodes::new(),
+        }
+    }
+
+    pub fn cache(&self) -> &Arc<ChunkCache> {
+        &self.cache
+    }
+
+    fn entry(&self, ino: u64) -> Result<Arc<Entry>> {
+        self.inodes
+            .get(ino)
+            .ok_or_else(|| Error::NotFound(format!("inode {ino}")))
+    }
+
+    fn dir_path(&self, ino: u64) -> Result<String> {
+        match &self.entry(ino)?.node {
+            Node::Dir(path) => Ok(path.clone()),
+            _ => Err(Error::Invalid(format!("inode {ino}: not a directory"))),
+        }
+    }
+
+    /// The parent directory of `ino` (the root is its own parent).
+    pub fn parent(&self, ino: u64) -> Result<u64> {
+        Ok(self.entry(ino)?.parent)
+    }
+
+    /// Find `name` in directory `parent`.
+    pub fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
+        if let Some(ino) = self.inodes.find(parent, name) {
+            return self.getattr(ino);
+        }
+        let dir = self.dir_path(parent)?;
+        let missing = || Error::NotFound(join(&dir, name));
+        if name.contains('/') || name == "." || name == ".." {
+            return Err(missing());
+        }
+        let node = if name == GROUP_SIDECAR {
+            Node::GroupSidecar(dir.clone())
+        } else {
+            match self.hierarchy.kind_of(&join(&dir, name))? {
+                Some(NodeKind::Array) => Node::Array(join(&dir, name)),
+                Some(_) => Node::Dir(join(&dir, name)),
+                None => match sidecar_target(name) {
+                    Some(array)
+                        if self.hierarchy.kind_of(&join(&dir, array))? == Some(NodeKind::Array) =>
+                    {
+                        Node::ArraySidecar(join(&dir, array))
+                    }
+                    _ => return Err(missing()),
+                },
+            }
+        };
+        let ino = self.inodes.insert(parent, name, node);
+        self.getattr(ino)
+    }
+
+    /// The entries of directory `ino`: children, `.group.json` and a `.NAME.json` per array.
+    pub fn readdir(&self, ino: u64) -> Result<Vec<DirEntry>> {
+        let entry = self.entry(ino)?;
+        let dir = self.dir_path(ino)?;
+        if entry.listing.get().is_none() {
+            let mut names = vec![(GROUP_SIDECAR.to_string(), Node::GroupSidecar(dir.clone()))];
+            for (name, kind) in self.hierarchy.children(&dir)? {
+                let path = join(&dir, &name);
+                if kind == NodeKind::Array {
+                    names.push((format!(".{name}.json"), Node::ArraySidecar(path.clone())));
+                    names.push((name, Node::Array(path)));
+                } else {
+                    names.push((name, Node::Dir(path)));
+                }
+            }
+            let listing = names
+                .into_iter()
+                .map(|(name, node)| {
+                    let child = self.inodes.insert(ino, &name, node);
+                    (name, child)
+                })
+                .collect();
+            let _ = entry.listing.set(listing);
+        }
+        let listing = entry.listing.get().cloned().unwrap_or_default();
+        listing
+            .into_iter()
+            .map(|(name, child)| {
+                let kind = match self.entry(child)?.node {
+                    Node::Dir(_) => FileKind::Directory,
+                    _ => FileKind::File,
+                };
+                Ok(DirEntry {
+                    ino: child,
+                    name,
+                    kind,
+                })
+            })
+            .collect()
+    }
+
+    /// A file's content, loaded once.
+    fn content(&self, entry: &Entry) -> Result<Arc<Content>> {
+        if let Some(c) = entry.content.lock().as_ref() {
+            return Ok(c.clone());
+        }
+        let loaded = Arc::new(match &entry.node {
+            Node::Array(path) => {
+                content::array_file(&self.hierarchy, path, &self.cache, self.layout)?
+            }
+            Node::ArraySidecar(path) => content::array_sidecar(&self.hierarchy, path, self.layout)?,
+            Node::GroupSidecar(path) => content::group_sidecar(&self.hierarchy, path)?,
+            Node::Dir(path) => return Err(Error::Invalid(format!("/{path}: is a directory"))),
+        });
+        *entry.content.lock() = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        let entry = self.entry(ino)?;
+        Ok(match &entry.node {
+            Node::Dir(_) => Attr {
+                ino,
+                size: 0,
+                kind: FileKind::Directory,
+                perm: 0o555,
+                nlink: 2,
+            },
+            _ => {
+                // A node that fails to load is still listed; its reads fail with EIO.
+                let size = match self.content(&entry) {
+                    Ok(c) => c.size(),
+                    Err(e) => {
+                        log::debug!("{e}");
+                        0
+                    }
+                };
+                Attr {
+                    ino,
+                    size,
+                    kind: FileKind::File,
+                    perm: 0o444,
+                    nlink: 1,
+                }
+            }
+        })
+    }
+
+    /// Check that a file can be read (its metadata and codecs load).
+    pub fn open(&self, ino: u64) -> Result<()> {
+        let entry = self.entry(ino)?;
+        self.content(&entry).map(|_| ())
+    }
+
+    /// Up to `size` bytes from `offset`; short or empty at end of file.
+    pub fn read(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+        let entry = self.entry(ino)?;
+        self.content(&entry)?.read(offset, size)
+    }
+
+    /// All extended attributes of `ino`.
+    pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {
+        match &self.entry(ino)?.node {
+            Node::Dir(path) | Node::Array(path) => {
+                xattr::attributes(&self.hierarchy, path, self.layout)
+            }
+            _ => Ok(vec![]),
+        }
+    }
+
+    pub fn getxattr(&self, ino: u64, name: &str) -> Result<Vec<u8>> {
+        self.xattrs(ino)?
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.into_bytes())
+            .ok_or(Error::NoAttribute)
+    }
+}

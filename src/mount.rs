@@ -1,0 +1,279 @@
+//! Mounting: startup checks, going to the background once the mount is up, clean
+//! unmount on SIGINT / SIGTERM, and `umount` (stale mounts of killed daemons included).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use fuser::MountOption;
+
+use crate::fs::{FsOptions, ZarrFs};
+use crate::fuse::FuseAdapter;
+use crate::hierarchy::Hierarchy;
+use crate::store::FolderStore;
+use crate::{Error, Result};
+
+/// Set in the environment of the background daemon: it prints `ready` on stdout once
+/// the mount is up.
+const READY_ENV: &str = "ZARRFS_READY_PIPE";
+
+/// Everything `zarrfs mount` needs.
+pub struct MountConfig {
+    pub store: PathBuf,
+    pub mountpoint: PathBuf,
+    pub foreground: bool,
+    pub fs: FsOptions,
+    pub threads: usize,
+    pub options: Vec<String>,
+}
+
+/// Parse `512MiB`, `2G`, `1.5GiB`, `4096` into bytes (K/M/G/T are powers of 1024).
+pub fn parse_size(s: &str) -> std::result::Result<usize, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num.parse().map_err(|_| format!("bad size {s:?}"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => return Err(format!("bad size unit {other:?}")),
+    };
+    Ok((value * (1u64 << shift) as f64) as usize)
+}
+
+fn mount_options(store: &Path, extra: &[String]) -> Vec<MountOption> {
+    let mut options = vec![
+        MountOption::RO,
+        MountOption::FSName(format!("zarrfs:{}", store.display())),
+        MountOption::Subtype("zarrfs".into()),
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    for o in extra
+        .iter()
+        .flat_map(|o| o.split(','))
+        .filter(|o| !o.is_empty())
+    {
+        options.push(match o {
+            "allow_other" => MountOption::AllowOther,
+            "allow_root" => MountOption::AllowRoot,
+            "auto_unmount" => MountOption::AutoUnmount,
+            "default_permissions" => MountOption::DefaultPermissions,
+            "ro" | "nodev" | "nosuid" => continue,
+            "exec" => MountOption::Exec,
+            "noexec" => MountOption::NoExec,
+            "noatime" => MountOption::NoAtime,
+            other => MountOption::CUSTOM(other.to_string()),
+        });
+    }
+    options
+}
+
+/// Whether `path` is a mount point now.
+fn is_mounted(path: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let target = path.to_string_lossy();
+    info.lines().any(|line| {
+        line.split(' ')
+            .nth(4)
+            .map(|p| {
+                p.replace("\\040", " ")
+                    .replace("\\011", "\t")
+                    .replace("\\134", "\\")
+            })
+            .is_some_and(|p| p == target)
+    })
+}
+
+/// The checks that must fail before going to the background.
+fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
+    let store = FolderStore::open(&cfg.store)?;
+    let hierarchy = Hierarchy::open(Arc::new(store))
+        .map_err(|e| Error::Invalid(format!("{}: {e}", cfg.store.display())))?;
+    let mp = &cfg.mountpoint;
+    let abs = std::fs::canonicalize(mp).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOTCONN) => Error::Invalid(format!(
+            "{}: stale mount (transport endpoint not connected); run `zarrfs umount {}`",
+            mp.display(),
+            mp.display()
+        )),
+        _ => Error::Invalid(format!("mountpoint {}: {e}", mp.display())),
+    })?;
+    if !abs.is_dir() {
+        return Err(Error::Invalid(format!(
+            "mountpoint {}: not a directory",
+            mp.display()
+        )));
+    }
+    if is_mounted(&abs) {
+        return Err(Error::Invalid(format!(
+            "mountpoint {}: already mounted (busy)",
+            mp.display()
+        )));
+    }
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        return Err(Error::Invalid(format!(
+            "/dev/fuse: {e} (is the fuse module loaded?)"
+        )));
+    }
+    Ok((abs, hierarchy))
+}
+
+/// Run `zarrfs mount`: in front with `foreground`, else in the background once mounted.
+pub fn mount(cfg: MountConfig) -> Result<()> {
+    let (mountpoint, hierarchy) = preflight(&cfg)?;
+    if !cfg.foreground && std::env::var_os(READY_ENV).is_none() {
+        return spawn_daemon(&mountpoint);
+    }
+    block_signals();
+    let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs));
+    let adapter = FuseAdapter::new(fs, cfg.threads);
+    let options = mount_options(&cfg.store, &cfg.options);
+    let mut session = fuser::Session::new(adapter, &mountpoint, &options)
+        .map_err(|e| Error::Invalid(format!("mount {}: {e}", mountpoint.display())))?;
+    log::info!(
+        "mounted {} at {}",
+        cfg.store.display(),
+        mountpoint.display()
+    );
+    if std::env::var_os(READY_ENV).is_some() {
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "ready").and_then(|_| out.flush());
+        detach_stdout();
+    }
+    let mut unmounter = session.unmount_callable();
+    std::thread::spawn(move || {
+        let signal = wait_for_signal();
+        log::info!("signal {signal}: unmounting");
+        if let Err(e) = unmounter.unmount() {
+            log::warn!("unmount: {e}");
+        }
+    });
+    let result = session.run();
+    if !is_mounted(&mountpoint) {
+        // Unmounted already (signal or `zarrfs umount`): dropping the session would try
+        // again and log a spurious failure.
+        std::mem::forget(session);
+    }
+    result.map_err(|e| Error::Invalid(format!("fuse session: {e}")))?;
+    log::info!("unmounted {}", mountpoint.display());
+    Ok(())
+}
+
+/// Start this program again in the background and wait until it reports the mount up.
+fn spawn_daemon(mountpoint: &Path) -> Result<()> {
+    let exe = std::env::current_exe().map_err(|e| Error::Invalid(format!("current exe: {e}")))?;
+    let mut child = Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(READY_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::Invalid(format!("start daemon: {e}")))?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    if line.trim() == "ready" {
+        return Ok(());
+    }
+    let status = child
+        .wait()
+        .map_err(|e| Error::Invalid(format!("daemon: {e}")))?;
+    Err(Error::Invalid(format!(
+        "mounting at {} failed ({status})",
+        mountpoint.display()
+    )))
+}
+
+fn detach_stdout() {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        // SAFETY: dup2 onto our own stdout descriptor.
+        unsafe { libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO) };
+    }
+}
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        set
+    }
+}
+
+/// Block the stop signals in this thread and every thread it starts later.
+fn block_signals() {
+    let set = signal_set();
+    // SAFETY: changes this thread's signal mask only.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+fn wait_for_signal() -> i32 {
+    let set = signal_set();
+    let mut signal = 0;
+    // SAFETY: the signals are blocked in every thread, so sigwait receives them.
+    unsafe { libc::sigwait(&set, &mut signal) };
+    signal
+}
+
+/// `zarrfs umount`: unmount, including a stale mount left by a killed daemon.
+pub fn unmount(mountpoint: &Path) -> Result<()> {
+    let attempts: [&[&str]; 2] = [&["-u"], &["-u", "-z"]];
+    let mut last = String::new();
+    for args in attempts {
+        match Command::new("fusermount3")
+            .args(args)
+            .arg(mountpoint)
+            .output()
+        {
+            Ok(out) if out.status.success() => return Ok(()),
+            Ok(out) => last = String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            Err(e) => last = format!("fusermount3: {e}"),
+        }
+    }
+    // As root, the system call works without fusermount3.
+    let path = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::Invalid("mountpoint contains NUL".into()))?;
+    // SAFETY: a valid C string; MNT_DETACH also clears a dead FUSE connection.
+    if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } == 0 {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "umount {}: {last}",
+        mountpoint.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_with_units() {
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("1.5k"), Ok(1536));
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("MiB").is_err());
+    }
+}
