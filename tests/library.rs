@@ -81,7 +81,10 @@ fn every_fixture_array_is_byte_exact() {
         arrays.len()
     );
     for entry in arrays {
-        let id = (entry["store"].as_str().unwrap_or(""), entry["path"].as_str().unwrap_or(""));
+        let id = (
+            entry["store"].as_str().unwrap_or(""),
+            entry["path"].as_str().unwrap_or(""),
+        );
         if UNSUPPORTED.contains(&id) {
             match check_array(&m, entry) {
                 Err(e) if e.contains("unsupported") => continue,
