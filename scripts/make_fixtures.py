@@ -530,6 +530,19 @@ def write_v3_consolidated(outdir: str) -> Store:
     return s
 
 
+def write_v3_large(outdir: str) -> Store:
+    """One 16 MiB zstd array with many chunks: larger than the small caches the
+    concurrent-reader mount tests use."""
+    s = Store(outdir, "v3_large", "3")
+    z, y, x = np.meshgrid(np.arange(64), np.arange(256), np.arange(256), indexing="ij")
+    field = (np.sin(x / 17.0 + z / 9.0) * np.cos(y / 23.0) * 100.0).astype("float32")
+    field += seeded_rng("v3_large", "field").integers(0, 16, field.shape).astype("float32") / 16.0
+    s.array("field", "16 MiB float32, zstd, 512 chunks", shape=field.shape, chunks=(8, 64, 64),
+            dtype="float32", write="all", data=field,
+            compressors=[zarr.codecs.ZstdCodec(level=1)])
+    return s
+
+
 def write_root_array(outdir: str, name: str, fmt: str) -> Store:
     s = Store(outdir, name, fmt)
     s.array("", f"root node is an array (zarr format {fmt})", shape=(6, 5), chunks=(4, 4), dtype="int16",
@@ -742,7 +755,8 @@ def main() -> None:
     shutil.rmtree(outdir, ignore_errors=True)
     os.makedirs(outdir)
     stores = [write_v3(outdir), write_v3_consolidated(outdir), write_root_array(outdir, "v3_root_array", "3"),
-              write_v2(outdir), write_v2_consolidated(outdir), write_root_array(outdir, "v2_root_array", "2")]
+              write_v2(outdir), write_v2_consolidated(outdir), write_root_array(outdir, "v2_root_array", "2"),
+              write_v3_large(outdir)]
     manifest = {"stores": [], "arrays": [], "groups": []}
     for store in stores:
         info, arrays, groups = store.manifest()

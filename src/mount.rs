@@ -139,7 +139,15 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
         return spawn_daemon(&mountpoint);
     }
     block_signals();
-    let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs));
+    let name = cfg
+        .store
+        .canonicalize()
+        .unwrap_or_else(|_| cfg.store.clone());
+    let name = name
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs, &name));
     let adapter = FuseAdapter::new(fs, cfg.threads);
     let options = mount_options(&cfg.store, &cfg.options);
     let mut session = fuser::Session::new(adapter, &mountpoint, &options)

@@ -54,6 +54,8 @@ pub struct ZarrFs {
     cache: Arc<ChunkCache>,
     layout: Layout,
     inodes: Inodes,
+    /// When the store's root is an array: the name of its file in the mount's root.
+    root_array: Option<String>,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -74,13 +76,49 @@ fn sidecar_target(name: &str) -> Option<&str> {
 }
 
 impl ZarrFs {
-    pub fn new(hierarchy: Hierarchy, options: FsOptions) -> ZarrFs {
+    /// A filesystem over `hierarchy`. `store_name` names the one file shown when the
+    /// store's root is an array (a trailing `.zarr` is dropped).
+    pub fn new(hierarchy: Hierarchy, options: FsOptions, store_name: &str) -> ZarrFs {
+        let root_array =
+            (hierarchy.kind_of("").ok().flatten() == Some(NodeKind::Array)).then(|| {
+                let name = store_name.trim_end_matches(".zarr");
+                if name.is_empty() || name.starts_with('.') {
+                    "array".to_string()
+                } else {
+                    name.to_string()
+                }
+            });
         ZarrFs {
             hierarchy,
             cache: Arc::new(ChunkCache::new(options.cache_bytes)),
             layout: options.layout,
             inodes: Inodes::new(),
+            root_array,
         }
+    }
+
+    /// The entries of the directory at `dir`, with the node each name stands for.
+    fn entries(&self, dir: &str) -> Result<Vec<(String, Node)>> {
+        if let (Some(name), true) = (&self.root_array, dir.is_empty()) {
+            return Ok(vec![
+                (format!(".{name}.json"), Node::ArraySidecar(String::new())),
+                (name.clone(), Node::Array(String::new())),
+            ]);
+        }
+        let mut names = vec![(
+            GROUP_SIDECAR.to_string(),
+            Node::GroupSidecar(dir.to_string()),
+        )];
+        for (name, kind) in self.hierarchy.children(dir)? {
+            let path = join(dir, &name);
+            if kind == NodeKind::Array {
+                names.push((format!(".{name}.json"), Node::ArraySidecar(path.clone())));
+                names.push((name, Node::Array(path)));
+            } else {
+                names.push((name, Node::Dir(path)));
+            }
+        }
+        Ok(names)
     }
 
     pub fn cache(&self) -> &Arc<ChunkCache> {
@@ -115,6 +153,15 @@ impl ZarrFs {
         if name.contains('/') || name == "." || name == ".." {
             return Err(missing());
         }
+        if self.root_array.is_some() && dir.is_empty() {
+            let (name, node) = self
+                .entries("")?
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .ok_or_else(missing)?;
+            let ino = self.inodes.insert(parent, &name, node);
+            return self.getattr(ino);
+        }
         let node = if name == GROUP_SIDECAR {
             Node::GroupSidecar(dir.clone())
         } else {
@@ -140,17 +187,8 @@ impl ZarrFs {
         let entry = self.entry(ino)?;
         let dir = self.dir_path(ino)?;
         if entry.listing.get().is_none() {
-            let mut names = vec![(GROUP_SIDECAR.to_string(), Node::GroupSidecar(dir.clone()))];
-            for (name, kind) in self.hierarchy.children(&dir)? {
-                let path = join(&dir, &name);
-                if kind == NodeKind::Array {
-                    names.push((format!(".{name}.json"), Node::ArraySidecar(path.clone())));
-                    names.push((name, Node::Array(path)));
-                } else {
-                    names.push((name, Node::Dir(path)));
-                }
-            }
-            let listing = names
+            let listing = self
+                .entries(&dir)?
                 .into_iter()
                 .map(|(name, node)| {
                     let child = self.inodes.insert(ino, &name, node);

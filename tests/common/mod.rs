@@ -97,3 +97,187 @@ pub const LAYOUTS: [(&str, bool, bool); 4] = [
     ("C_big", false, true),
     ("F_big", true, true),
 ];
+
+/// The outcome of one run of the `zarrfs` binary.
+pub struct CliRun {
+    pub args: Vec<String>,
+    pub status: Option<std::process::ExitStatus>,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+/// How long one run may take before it is killed as hung (a guard, not a benchmark).
+const CLI_HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl CliRun {
+    /// Runs `command` with stdin closed, collecting stdout and stderr; a run still going
+    /// after five minutes is killed and reported as hung.
+    pub fn run(command: &mut std::process::Command) -> CliRun {
+        use std::io::Read;
+        use std::process::Stdio;
+        let args = std::iter::once(command.get_program())
+            .chain(command.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        command.env_remove("RUST_LOG");
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.get_program()));
+        let mut out = child.stdout.take().expect("stdout");
+        let mut err = child.stderr.take().expect("stderr");
+        let out = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = out.read_to_end(&mut v);
+            v
+        });
+        let err = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = err.read_to_end(&mut v);
+            v
+        });
+        let deadline = std::time::Instant::now() + CLI_HANG_GUARD;
+        let status = loop {
+            match child.try_wait().expect("wait for zarrfs") {
+                Some(status) => break Some(status),
+                None if std::time::Instant::now() > deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                None => std::thread::sleep(std::time::Duration::from_millis(2)),
+            }
+        };
+        CliRun {
+            args,
+            status,
+            stdout: out.join().unwrap_or_default(),
+            stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
+        }
+    }
+
+    pub fn success(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+
+    /// The exit code; `None` when killed by a signal or hung.
+    pub fn code(&self) -> Option<i32> {
+        self.status.and_then(|s| s.code())
+    }
+}
+
+impl std::fmt::Display for CliRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::os::unix::process::ExitStatusExt;
+        let status = match self.status {
+            None => "hung (killed)".to_string(),
+            Some(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => format!("exit {c}"),
+                (None, Some(sig)) => format!("killed by signal {sig}"),
+                _ => format!("{s}"),
+            },
+        };
+        let stderr: String = self.stderr.chars().take(2000).collect();
+        write!(
+            f,
+            "`{}`: {status}, {} bytes on stdout, stderr: {:?}",
+            self.args.join(" "),
+            self.stdout.len(),
+            stderr.trim_end()
+        )
+    }
+}
+
+/// A fresh folder under the system temporary folder, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("zarrfs-test-{}-{n}-{label}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Copies the folder `src` to `dst` (created), recursively.
+pub fn copy_dir(src: &std::path::Path, dst: &std::path::Path) {
+    std::fs::create_dir_all(dst).unwrap_or_else(|e| panic!("mkdir {}: {e}", dst.display()));
+    let entries = std::fs::read_dir(src).unwrap_or_else(|e| panic!("read {}: {e}", src.display()));
+    for entry in entries {
+        let entry = entry.unwrap_or_else(|e| panic!("read {}: {e}", src.display()));
+        let from = entry.path();
+        let to = dst.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&from, &to);
+        } else {
+            std::fs::copy(&from, &to)
+                .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
+        }
+    }
+}
+
+/// The zarrfs binary under test.
+pub fn zarrfs() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_zarrfs"))
+}
+
+/// A fresh empty folder under the system temp dir.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "zarrfs-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// Copy a folder tree.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// `zarrfs cat` of one array: its stdout.
+pub fn cat(store: &std::path::Path, path: &str, args: &[&str]) -> Vec<u8> {
+    let out = std::process::Command::new(zarrfs())
+        .arg("cat")
+        .arg(store)
+        .arg(path)
+        .args(args)
+        .output()
+        .expect("run zarrfs cat");
+    assert!(
+        out.status.success(),
+        "zarrfs cat {path} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}

@@ -1,0 +1,864 @@
+//! End-to-end tests that mount for real (root and /dev/fuse required; a missing
+//! prerequisite fails): every fixture array through the mount, random preads, numpy
+//! memmap, listings, xattrs, sidecars, read-only errors, concurrency, signals,
+//! corrupt chunks and the README's demo.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::ErrorKind;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{cat, copy_tree, sha256, temp_dir, zarrfs, Manifest};
+use serde_json::Value;
+
+/// Arrays whose codecs zarrfs does not implement: their reads fail with EIO.
+const UNSUPPORTED: [(&str, &str); 2] = [
+    ("v3", "codecs/numcodecs_jenkins_lookup3"),
+    ("v2_zarr2", "categorize_object"),
+];
+
+fn is_unsupported(entry: &Value) -> bool {
+    UNSUPPORTED.contains(&(
+        entry["store"].as_str().unwrap_or(""),
+        entry["path"].as_str().unwrap_or(""),
+    ))
+}
+
+fn mounted(mountpoint: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let target = mountpoint.to_string_lossy().to_string();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(target.as_str()))
+}
+
+/// A background mount, unmounted on drop.
+struct Mount {
+    dir: PathBuf,
+    mountpoint: PathBuf,
+    log: PathBuf,
+}
+
+impl Mount {
+    fn new(store: &Path, args: &[&str]) -> Mount {
+        assert!(
+            Path::new("/dev/fuse").exists(),
+            "/dev/fuse is missing: mount tests need FUSE"
+        );
+        let dir = temp_dir("mnt");
+        let mountpoint = dir.join("mnt");
+        std::fs::create_dir(&mountpoint).expect("mkdir");
+        let log = dir.join("zarrfs.log");
+        let status = Command::new(zarrfs())
+            .arg("mount")
+            .arg(store)
+            .arg(&mountpoint)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .status()
+            .expect("run zarrfs mount");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            status.success(),
+            "zarrfs mount {} failed: {text}",
+            store.display()
+        );
+        assert!(
+            mounted(&mountpoint),
+            "not mounted after zarrfs mount returned"
+        );
+        Mount {
+            dir,
+            mountpoint,
+            log,
+        }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.mountpoint.join(p)
+    }
+
+    /// The file of array `p` of `store`: a root array is named after the store folder.
+    fn array(&self, m: &Manifest, store: &str, p: &str) -> PathBuf {
+        if p.is_empty() {
+            let folder = m.store_dir(store);
+            let name = folder
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            self.mountpoint.join(name.trim_end_matches(".zarr"))
+        } else {
+            self.mountpoint.join(p)
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new(zarrfs())
+            .arg("umount")
+            .arg(&self.mountpoint)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn stores(m: &Manifest) -> Vec<String> {
+    m.doc["stores"]
+        .as_array()
+        .expect("stores")
+        .iter()
+        .map(|s| s["name"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn arrays_of<'a>(m: &'a Manifest, store: &str) -> Vec<&'a Value> {
+    m.arrays().iter().filter(|a| a["store"] == store).collect()
+}
+
+/// Read every array of `store` through a mount with `args`; compare with `label`'s hash.
+fn check_store(
+    m: &Manifest,
+    store: &str,
+    args: &[&str],
+    label: &str,
+    vlen_label: &str,
+) -> Vec<String> {
+    let mount = Mount::new(&m.store_dir(store), args);
+    let mut failures = Vec::new();
+    for entry in arrays_of(m, store) {
+        let path = entry["path"].as_str().unwrap_or("");
+        let file = mount.array(m, store, path);
+        let result = std::fs::read(&file);
+        if is_unsupported(entry) {
+            match result {
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => continue,
+                other => failures.push(format!(
+                    "{store}:{path}: expected EIO, got {:?}",
+                    other.map(|b| b.len())
+                )),
+            }
+            continue;
+        }
+        let want = if entry["vlen"] == true {
+            vlen_label
+        } else {
+            label
+        };
+        match result {
+            Ok(bytes) => {
+                if sha256(&bytes) != entry["sha256"][want] {
+                    failures.push(format!(
+                        "{store}:{path} {args:?}: bytes differ ({} bytes)",
+                        bytes.len()
+                    ));
+                }
+                let size = std::fs::metadata(&file)
+                    .map(|s| s.len())
+                    .unwrap_or(u64::MAX);
+                if size != bytes.len() as u64 {
+                    failures.push(format!(
+                        "{store}:{path}: stat size {size} but read {}",
+                        bytes.len()
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("{store}:{path} {args:?}: {e}")),
+        }
+    }
+    failures
+}
+
+#[test]
+fn every_fixture_array_reads_whole_in_c_and_f_order() {
+    let m = Manifest::load();
+    let mut failures = Vec::new();
+    for store in stores(&m) {
+        failures.extend(check_store(&m, &store, &["--order", "C"], "C_little", "C"));
+        failures.extend(check_store(&m, &store, &["--order", "F"], "F_little", "F"));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn big_endian_mounts_of_a_subset() {
+    let m = Manifest::load();
+    let mut failures = Vec::new();
+    for store in ["v3", "v2"] {
+        failures.extend(check_store(&m, store, &["--endian", "big"], "C_big", "C"));
+    }
+    failures.extend(check_store(
+        &m,
+        "draft",
+        &["--endian", "big", "--order", "F"],
+        "F_big",
+        "F",
+    ));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// A small deterministic generator for offsets and lengths.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound.max(1)
+    }
+}
+
+/// pread until `len` bytes or end of file.
+fn pread_full(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        let n = file.read_at(&mut buf[got..], offset + got as u64)?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    buf.truncate(got);
+    Ok(buf)
+}
+
+#[test]
+fn random_preads_match_the_expected_bytes() {
+    let m = Manifest::load();
+    let mut rng = Lcg(0x5eed);
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for store in ["v3", "v2", "draft", "v3_large"] {
+        let mount = Mount::new(&m.store_dir(store), &[]);
+        let picks: Vec<&Value> = arrays_of(&m, store)
+            .into_iter()
+            .filter(|a| {
+                a["vlen"] == false && a["nbytes"].as_u64().unwrap_or(0) > 64 && !is_unsupported(a)
+            })
+            .step_by(7)
+            .collect();
+        for entry in picks {
+            let path = entry["path"].as_str().unwrap_or("");
+            let expected = cat(&m.store_dir(store), path, &[]);
+            assert_eq!(
+                sha256(&expected),
+                entry["sha256"]["C_little"],
+                "cat {store}:{path}"
+            );
+            let file = std::fs::File::open(mount.path(path)).expect("open");
+            let size = expected.len() as u64;
+            checked += 1;
+            for _ in 0..1000 {
+                let offset = rng.next(size + 64);
+                let span = if rng.next(4) == 0 { 1 << 20 } else { 4096 };
+                let len = 1 + rng.next(span) as usize;
+                match pread_full(&file, offset, len) {
+                    Ok(got) => {
+                        let start = (offset.min(size)) as usize;
+                        let end = (offset.saturating_add(len as u64)).min(size) as usize;
+                        if got != expected[start..end] {
+                            failures.push(format!("{store}:{path} pread({offset}, {len}) differs"));
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        failures.push(format!("{store}:{path} pread({offset}, {len}): {e}"));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked >= 40, "only {checked} arrays checked");
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn test_python() -> String {
+    std::env::var("ZARRFS_TEST_PYTHON")
+        .expect("ZARRFS_TEST_PYTHON must name a Python with numpy (scripts/test.sh sets it)")
+}
+
+#[test]
+fn numpy_memmap_reads_the_right_values() {
+    let m = Manifest::load();
+    let mount = Mount::new(&m.store_dir("v3_large"), &[]);
+    let entry = &arrays_of(&m, "v3_large")[0];
+    let shape = entry["shape"].to_string();
+    let dtype = entry["dtype"].as_str().unwrap_or("");
+    let script = format!(
+        "import hashlib, numpy as np\n\
+         a = np.memmap({file:?}, dtype={dtype:?}, mode='r', shape=tuple({shape}))\n\
+         print(hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest())\n\
+         print(repr(float(a[3, 100, 200])), repr(float(a[-1, -1, -1])))\n",
+        file = mount.path("field").to_string_lossy()
+    );
+    let out = Command::new(test_python())
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), entry["sha256"]["C_little"].as_str());
+    // The same two elements decoded from `zarrfs cat`.
+    let bytes = cat(&m.store_dir("v3_large"), "field", &[]);
+    let at =
+        |i: usize| f32::from_le_bytes(bytes[i * 4..i * 4 + 4].try_into().expect("4 bytes")) as f64;
+    let want = format!(
+        "{:?} {:?}",
+        at((3 * 256 + 100) * 256 + 200),
+        at(bytes.len() / 4 - 1)
+    );
+    assert_eq!(lines.next().map(str::to_string), Some(want));
+}
+
+fn xattr(path: &Path, name: &str) -> Option<String> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    let c_name = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 1 << 16];
+    // SAFETY: valid C strings and a buffer of the given length.
+    let n = unsafe {
+        libc::getxattr(
+            c_path.as_ptr(),
+            c_name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return None;
+    }
+    buf.truncate(n as usize);
+    String::from_utf8(buf).ok()
+}
+
+#[test]
+fn listings_stat_xattrs_and_sidecars_match_the_metadata() {
+    let m = Manifest::load();
+    let mut failures = Vec::new();
+    for store in stores(&m) {
+        let mount = Mount::new(&m.store_dir(&store), &[]);
+        for group in m.groups().iter().filter(|g| g["store"] == store.as_str()) {
+            let gpath = group["path"].as_str().unwrap_or("");
+            let children = group["children"].as_array().expect("children");
+            let want_visible: BTreeSet<String> = children
+                .iter()
+                .map(|c| c["name"].as_str().unwrap_or("").to_string())
+                .collect();
+            let mut want_hidden: BTreeSet<String> = children
+                .iter()
+                .filter(|c| c["kind"] == "array")
+                .map(|c| format!(".{}.json", c["name"].as_str().unwrap_or("")))
+                .collect();
+            want_hidden.insert(".group.json".into());
+            let names: Vec<(String, bool)> = match std::fs::read_dir(mount.path(gpath)) {
+                Ok(rd) => rd
+                    .map(|e| {
+                        let e = e.expect("entry");
+                        (
+                            e.file_name().to_string_lossy().to_string(),
+                            e.file_type().expect("type").is_dir(),
+                        )
+                    })
+                    .collect(),
+                Err(e) => {
+                    failures.push(format!("{store}:/{gpath}: {e}"));
+                    continue;
+                }
+            };
+            let visible: BTreeSet<String> = names
+                .iter()
+                .filter(|(n, _)| !n.starts_with('.'))
+                .map(|(n, _)| n.clone())
+                .collect();
+            let hidden: BTreeSet<String> = names
+                .iter()
+                .filter(|(n, _)| n.starts_with('.'))
+                .map(|(n, _)| n.clone())
+                .collect();
+            if visible != want_visible || hidden != want_hidden {
+                failures.push(format!("{store}:/{gpath}: listing {visible:?} {hidden:?}, want {want_visible:?} {want_hidden:?}"));
+            }
+            for c in children {
+                let name = c["name"].as_str().unwrap_or("");
+                let is_dir = names.iter().any(|(n, d)| n == name && *d);
+                if is_dir != (c["kind"] != "array") {
+                    failures.push(format!("{store}:/{gpath}/{name}: wrong file type"));
+                }
+            }
+            let sidecar =
+                std::fs::read(mount.path(gpath).join(".group.json")).expect("group sidecar");
+            let doc: Value = serde_json::from_slice(&sidecar).expect("group sidecar is JSON");
+            let kind = if group["kind"] == "implicit_group" {
+                "implicit group"
+            } else {
+                "group"
+            };
+            if doc["kind"] != kind {
+                failures.push(format!("{store}:/{gpath}: sidecar kind {}", doc["kind"]));
+            }
+            if xattr(&mount.path(gpath), "user.zarr.kind").as_deref() != Some(kind) {
+                failures.push(format!("{store}:/{gpath}: user.zarr.kind"));
+            }
+        }
+        for entry in arrays_of(&m, &store) {
+            if is_unsupported(entry) {
+                continue;
+            }
+            let path = entry["path"].as_str().unwrap_or("");
+            let file = mount.array(&m, &store, path);
+            let fail = |what: String| format!("{store}:{path}: {what}");
+            let shape: Vec<String> = entry["shape"]
+                .as_array()
+                .expect("shape")
+                .iter()
+                .map(|v| v.to_string())
+                .collect();
+            let dtype = entry["dtype"].as_str().unwrap_or("").to_string();
+            let size = std::fs::metadata(&file)
+                .map(|s| s.len())
+                .unwrap_or(u64::MAX);
+            if size != entry["nbytes"].as_u64().unwrap_or(0) {
+                failures.push(fail(format!("size {size}, want {}", entry["nbytes"])));
+            }
+            if xattr(&file, "user.zarr.shape") != Some(shape.join(",")) {
+                failures.push(fail(format!(
+                    "user.zarr.shape {:?}",
+                    xattr(&file, "user.zarr.shape")
+                )));
+            }
+            if xattr(&file, "user.zarr.dtype") != Some(dtype.clone()) {
+                failures.push(fail(format!(
+                    "user.zarr.dtype {:?}, want {dtype}",
+                    xattr(&file, "user.zarr.dtype")
+                )));
+            }
+            if xattr(&file, "user.zarr.order").as_deref() != Some("C") {
+                failures.push(fail("user.zarr.order".into()));
+            }
+            let fill: Option<Value> =
+                xattr(&file, "user.zarr.fill_value").and_then(|v| serde_json::from_str(&v).ok());
+            if fill.as_ref() != Some(&entry["fill_value"]) {
+                failures.push(fail(format!(
+                    "user.zarr.fill_value {fill:?}, want {}",
+                    entry["fill_value"]
+                )));
+            }
+            let name = file
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            let sidecar = file.with_file_name(format!(".{name}.json"));
+            let doc: Value = match std::fs::read(&sidecar).map(|b| serde_json::from_slice(&b)) {
+                Ok(Ok(doc)) => doc,
+                other => {
+                    failures.push(fail(format!("sidecar: {other:?}")));
+                    continue;
+                }
+            };
+            // Draft sharding records the inner chunk as `chunks`; the sidecar calls the
+            // shard `chunks` and the inner chunk `inner_chunks`, as for v3 sharding.
+            let chunks = match (entry.get("chunks_per_shard"), doc.get("inner_chunks")) {
+                (Some(_), Some(inner)) => inner,
+                _ => &doc["chunks"],
+            };
+            if doc["shape"] != entry["shape"]
+                || *chunks != entry["chunks"]
+                || doc["dtype"] != dtype.as_str()
+            {
+                failures.push(fail(format!(
+                    "sidecar shape/chunks/dtype {} {} {}",
+                    doc["shape"], doc["chunks"], doc["dtype"]
+                )));
+            }
+            if doc["data_type"] != entry["zarr_dtype"] || doc["fill_value"] != entry["fill_value"] {
+                failures.push(fail(format!(
+                    "sidecar data_type/fill {} {}",
+                    doc["data_type"], doc["fill_value"]
+                )));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn expect_erofs<T: std::fmt::Debug>(what: &str, result: std::io::Result<T>) {
+    match result {
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => {}
+        other => panic!("{what}: expected EROFS, got {other:?}"),
+    }
+}
+
+#[test]
+fn write_calls_fail_with_erofs_and_the_mount_keeps_serving() {
+    let m = Manifest::load();
+    let mount = Mount::new(&m.store_dir("v3_consolidated"), &[]);
+    let file = mount.path("top");
+    let before = std::fs::read(&file).expect("read");
+    expect_erofs("write", std::fs::OpenOptions::new().write(true).open(&file));
+    expect_erofs("create", std::fs::File::create(mount.path("new")));
+    expect_erofs("mkdir", std::fs::create_dir(mount.path("dir")));
+    expect_erofs("unlink", std::fs::remove_file(&file));
+    expect_erofs("rmdir", std::fs::remove_dir(mount.path("a")));
+    expect_erofs("rename", std::fs::rename(&file, mount.path("moved")));
+    expect_erofs(
+        "truncate",
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&file),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    expect_erofs(
+        "chmod",
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o777)),
+    );
+    let c_path = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: valid C strings and value buffer.
+    let rc = unsafe {
+        libc::setxattr(
+            c_path.as_ptr(),
+            c"user.x".as_ptr(),
+            c"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    assert_eq!(rc, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EROFS),
+        "setxattr"
+    );
+    assert_eq!(std::fs::read(&file).expect("read after"), before);
+    assert!(std::fs::metadata(mount.path("a/b/data")).is_ok());
+    assert_eq!(
+        std::fs::metadata(mount.path("nope"))
+            .map_err(|e| e.kind())
+            .err(),
+        Some(ErrorKind::NotFound)
+    );
+}
+
+#[test]
+fn eight_concurrent_readers_over_a_small_cache() {
+    let m = Manifest::load();
+    let entry = arrays_of(&m, "v3_large")[0];
+    let size = entry["nbytes"].as_u64().expect("nbytes");
+    // A 2 MiB cache for 16 MiB of decoded data.
+    let mount = Mount::new(
+        &m.store_dir("v3_large"),
+        &["--cache-size", "2MiB", "--threads", "4"],
+    );
+    let file = mount.path("field").to_string_lossy().to_string();
+    // Each reader starts at a different offset, wraps around, and hashes the file in order.
+    let script = "import hashlib, os, sys\n\
+        path, start, block = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])\n\
+        fd = os.open(path, os.O_RDONLY)\n\
+        size = os.fstat(fd).st_size\n\
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)\n\
+        parts = {}\n\
+        off = start\n\
+        for _ in range((size + block - 1) // block):\n\
+        \x20   parts[off] = os.pread(fd, block, off)\n\
+        \x20   off = (off + block) % (((size + block - 1) // block) * block)\n\
+        data = b''.join(parts[k] for k in sorted(parts))\n\
+        print(hashlib.sha256(data).hexdigest())\n";
+    let readers: Vec<_> = (0..8u64)
+        .map(|k| {
+            let block = [4096u64, 65536, 131072, 1 << 20][k as usize % 4];
+            let start = (k * size / 8) / block * block;
+            Command::new(test_python())
+                .args(["-c", script, &file, &start.to_string(), &block.to_string()])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn reader")
+        })
+        .collect();
+    for (k, r) in readers.into_iter().enumerate() {
+        let out = r.wait_with_output().expect("reader");
+        assert!(
+            out.status.success(),
+            "reader {k}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            entry["sha256"]["C_little"].as_str().unwrap_or(""),
+            "reader {k}"
+        );
+    }
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn foreground_mount(store: &Path, mountpoint: &Path, log: &Path) -> std::process::Child {
+    let child = Command::new(zarrfs())
+        .arg("mount")
+        .arg("-f")
+        .arg(store)
+        .arg(mountpoint)
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .expect("spawn zarrfs mount -f");
+    wait_until("the mount", || mounted(mountpoint));
+    child
+}
+
+#[test]
+fn sigterm_unmounts_and_exits_zero() {
+    let m = Manifest::load();
+    let dir = temp_dir("sigterm");
+    let mp = dir.join("mnt");
+    std::fs::create_dir(&mp).expect("mkdir");
+    let mut child = foreground_mount(&m.store_dir("v3_consolidated"), &mp, &dir.join("log"));
+    assert!(std::fs::read(mp.join("top")).is_ok());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "exit status after SIGTERM");
+    assert!(!mounted(&mp), "still mounted after SIGTERM");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn after_sigkill_umount_clears_the_stale_mount() {
+    let m = Manifest::load();
+    let dir = temp_dir("sigkill");
+    let mp = dir.join("mnt");
+    std::fs::create_dir(&mp).expect("mkdir");
+    let mut child = foreground_mount(&m.store_dir("v3_consolidated"), &mp, &dir.join("log"));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    assert!(mounted(&mp), "a killed daemon leaves its mount behind");
+    let err = std::fs::read_dir(&mp).err().and_then(|e| e.raw_os_error());
+    assert_eq!(err, Some(libc::ENOTCONN), "stale mount");
+    let status = Command::new(zarrfs())
+        .arg("umount")
+        .arg(&mp)
+        .status()
+        .expect("umount");
+    assert!(status.success());
+    assert!(!mounted(&mp));
+    assert_eq!(std::fs::read_dir(&mp).expect("plain dir again").count(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn startup_errors_are_reported_before_backgrounding() {
+    let m = Manifest::load();
+    let dir = temp_dir("startup");
+    let run = |store: &Path, mp: &Path| {
+        Command::new(zarrfs())
+            .arg("mount")
+            .arg(store)
+            .arg(mp)
+            .output()
+            .expect("run")
+    };
+    let mp = dir.join("mnt");
+    std::fs::create_dir(&mp).expect("mkdir");
+    let not_zarr = dir.join("empty");
+    std::fs::create_dir(&not_zarr).expect("mkdir");
+    for (store, mountpoint, what) in [
+        (dir.join("missing"), mp.clone(), "missing store"),
+        (not_zarr.clone(), mp.clone(), "not Zarr"),
+        (
+            m.store_dir("v3"),
+            dir.join("no-such-dir"),
+            "missing mountpoint",
+        ),
+    ] {
+        let out = run(&store, &mountpoint);
+        assert_eq!(out.status.code(), Some(1), "{what}");
+        assert!(!out.stderr.is_empty(), "{what}: no message");
+    }
+    let busy = Mount::new(&m.store_dir("v3_consolidated"), &[]);
+    let out = run(&m.store_dir("v3"), &busy.mountpoint);
+    assert_eq!(out.status.code(), Some(1), "busy mountpoint");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("busy"));
+    drop(busy);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_corrupt_chunk_fails_only_its_own_reads() {
+    let m = Manifest::load();
+    let dir = temp_dir("corrupt");
+    // A copy holding the large array and the v3 fixtures side by side.
+    let store = dir.join("store");
+    copy_tree(&m.store_dir("v3"), &store);
+    copy_tree(&m.store_dir("v3_large").join("field"), &store.join("field"));
+    let entry = arrays_of(&m, "v3_large")[0];
+    let dims: Vec<u64> = entry["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let chunks: Vec<u64> = entry["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(dims.len(), 3);
+    let item = entry["itemsize"].as_u64().unwrap();
+    // Chunk (1, 2, 3): cut in half (zstd without a checksum may not notice flipped bytes).
+    let chunk = store.join("field/c/1/2/3");
+    let bytes = std::fs::read(&chunk).expect("chunk");
+    std::fs::write(&chunk, &bytes[..bytes.len() / 2]).expect("corrupt");
+    let expected = cat(&m.store_dir("v3_large"), "field", &[]);
+
+    let mount = Mount::new(&store, &[]);
+    let file = std::fs::File::open(mount.path("field")).expect("open");
+    let offset = |z: u64, y: u64, x: u64| ((z * dims[1] + y) * dims[2] + x) * item;
+    let inside = offset(chunks[0] + 1, 2 * chunks[1] + 2, 3 * chunks[2] + 8);
+    let err = pread_full(&file, inside, item as usize)
+        .err()
+        .and_then(|e| e.raw_os_error());
+    assert_eq!(err, Some(libc::EIO), "read inside the corrupt chunk");
+    let log = mount.log();
+    assert!(log.contains("field/c/1/2/3"), "log names the key: {log}");
+    // Outside the chunk (and outside the pages it shares), the same array reads fine.
+    let last = dims.iter().map(|d| d - 1).collect::<Vec<_>>();
+    for (z, y, x) in [
+        (0, 0, 0),
+        (0, 200, 100),
+        (chunks[0] - 1, 0, 0),
+        (last[0], last[1], last[2]),
+        (30, 10, 10),
+    ] {
+        let at = offset(z, y, x);
+        let got = pread_full(&file, at, item as usize).expect("read outside");
+        assert_eq!(
+            got,
+            expected[at as usize..(at + item) as usize],
+            "element ({z}, {y}, {x})"
+        );
+    }
+    // Every other array of the store still reads.
+    for other in arrays_of(&m, "v3")
+        .into_iter()
+        .filter(|a| !is_unsupported(a))
+        .step_by(10)
+    {
+        let p = other["path"].as_str().unwrap_or("");
+        let label = if other["vlen"] == true {
+            "C"
+        } else {
+            "C_little"
+        };
+        let bytes = std::fs::read(mount.path(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert_eq!(sha256(&bytes), other["sha256"][label], "{p}");
+    }
+    drop(mount);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn readme_demo_mounts_a_readable_hierarchy() {
+    let dir = temp_dir("demo");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/demo.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .env("ZARRFS_BIN", zarrfs())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run demo.sh");
+    assert!(out.status.success(), "demo.sh failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("getfattr -d"), "prints what to try: {text}");
+    let mp = dir.join("mnt");
+    assert!(mounted(&mp));
+    let names: BTreeSet<String> = std::fs::read_dir(&mp)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().to_string())
+        .collect();
+    let want: BTreeSet<String> = [
+        ".group.json",
+        ".temperature.json",
+        "legacy",
+        "surface",
+        "temperature",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(names, want);
+    // Each demo array through the mount equals zarr-python's reading of the store.
+    let script = format!(
+        "import zarr, numpy as np\n\
+         for p in ['temperature', 'surface/elevation', 'legacy/counts']:\n\
+         \x20   a = np.asarray(zarr.open_array({store:?} + '/' + p, mode='r')[...])\n\
+         \x20   m = np.fromfile({mnt:?} + '/' + p, dtype=a.dtype.newbyteorder('<')).reshape(a.shape)\n\
+         \x20   assert np.array_equal(a, m), p\n\
+         \x20   print(p, a.shape)\n",
+        store = dir.join("demo.zarr").to_string_lossy(),
+        mnt = mp.to_string_lossy()
+    );
+    let out = Command::new(test_python())
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    let status = Command::new(zarrfs())
+        .arg("umount")
+        .arg(&mp)
+        .status()
+        .expect("umount");
+    assert!(status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
