@@ -56,6 +56,19 @@ impl ChunkCache {
         self.inner.lock().lru.get(key).cloned()
     }
 
+    /// Whether `key` is cached or being loaded (does not touch the LRU order).
+    pub fn is_present(&self, key: &ChunkKey) -> bool {
+        self.inner.lock().lru.contains(key) || self.loading.lock().contains_key(key)
+    }
+
+    /// Load `key` in the background unless it is cached or already being loaded.
+    pub fn prefetch(&self, key: &ChunkKey, load: impl FnOnce() -> Result<ChunkData>) {
+        if !self.is_present(key) {
+            // Errors surface when a reader asks for the chunk.
+            let _ = self.get_or_load(key, load);
+        }
+    }
+
     /// The chunk at `key`, loading it with `load` on a miss (once, however many ask).
     pub fn get_or_load(
         &self,

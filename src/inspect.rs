@@ -1,6 +1,8 @@
 //! The description of a hierarchy that `zarrfs inspect` prints: every node with its
 //! kind and, for arrays, shape, data type, chunks, codecs, fill value and attributes.
 
+use std::sync::Arc;
+
 use serde_json::{json, Map, Value};
 
 use crate::array::Array;
@@ -38,6 +40,18 @@ pub fn array_json(meta: &ArrayMetadata, inner_chunks: Option<&[u64]>) -> Value {
     Value::Object(o)
 }
 
+/// `array_json` of an opened array, with its inner chunks, or with the error that
+/// opening it (building its codec chain) gave.
+pub fn describe_array(h: &Hierarchy, meta: &Arc<ArrayMetadata>) -> Value {
+    let opened = Array::open(meta.clone(), h.store().clone());
+    let inner = opened.as_ref().ok().map(|a| a.unit_shape().to_vec());
+    let mut doc = array_json(meta, inner.as_deref());
+    if let Err(e) = opened {
+        doc["error"] = json!(e.to_string());
+    }
+    doc
+}
+
 /// One entry of the tree.
 fn node_json(h: &Hierarchy, path: &str, kind: NodeKind) -> Value {
     let mut o = Map::new();
@@ -45,10 +59,7 @@ fn node_json(h: &Hierarchy, path: &str, kind: NodeKind) -> Value {
     o.insert("kind".into(), json!(kind.label()));
     match h.node(path) {
         Ok(Node::Array(meta)) => {
-            let inner = Array::open(meta.clone(), h.store().clone())
-                .ok()
-                .map(|a| a.unit_shape().to_vec());
-            if let Value::Object(a) = array_json(&meta, inner.as_deref()) {
+            if let Value::Object(a) = describe_array(h, &meta) {
                 o.extend(a);
             }
         }

@@ -12,6 +12,7 @@ pub mod hierarchy;
 pub mod inspect;
 pub mod metadata;
 pub mod mount;
+pub mod prefetch;
 pub mod region;
 pub mod store;
 pub mod view;

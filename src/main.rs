@@ -12,6 +12,7 @@ use zarrfs::cache::ChunkCache;
 use zarrfs::fs::FsOptions;
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::mount::MountConfig;
+use zarrfs::prefetch::Prefetcher;
 use zarrfs::store::FolderStore;
 use zarrfs::view::{write_var_lines, Layout, Order, View};
 use zarrfs::{inspect, Error, Result};
@@ -98,14 +99,15 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
         _ => return Err(Error::Invalid(format!("{path}: not an array"))),
     };
     let array = Arc::new(Array::open(meta, h.store().clone())?);
-    // Enough cache for one row of read units in the streaming direction, plus slack.
+    // Room for the row of read units being streamed and the next one, decoded ahead.
     let grid = array.unit_grid();
     let row_units: u64 = match order {
         Order::C => grid.iter().skip(1).product(),
         Order::F => grid.iter().rev().skip(1).product(),
     };
     let unit = array.unit_bytes().max(1 << 16) as u64;
-    let budget = (row_units.saturating_add(2))
+    let budget = row_units
+        .saturating_mul(3)
         .saturating_mul(unit)
         .max(64 << 20);
     let cache = Arc::new(ChunkCache::new(
@@ -116,7 +118,9 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
     if array.meta.dtype.is_var() {
         write_var_lines(&array, &cache, order, &mut out)?;
     } else {
-        let view = View::new(array, cache, Layout { order, big_endian })?;
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let view = View::new(array, cache, Layout { order, big_endian })?
+            .with_prefetch(Prefetcher::new(threads));
         view.write_all(&mut out, 8 << 20)?;
     }
     out.flush()
@@ -154,6 +158,7 @@ fn run(cli: Cli) -> Result<()> {
                         big_endian: matches!(endian, EndianArg::Big),
                     },
                     cache_bytes: cache_size,
+                    prefetch_threads: threads,
                 },
                 threads,
                 options,

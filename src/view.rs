@@ -7,12 +7,19 @@ use std::io::Write;
 use std::sync::Arc;
 
 use base64::Engine;
+use parking_lot::Mutex;
 
 use crate::array::Array;
 use crate::cache::ChunkCache;
 use crate::codec::ChunkData;
 use crate::error::{Error, Result};
 use crate::metadata::{DataType, SwapUnits};
+use crate::prefetch::Prefetcher;
+
+/// The readahead window starts here and doubles while reads stay sequential.
+const MIN_WINDOW: u64 = 4 << 20;
+/// Units queued for prefetch per read, at most.
+const MAX_PREFETCH_UNITS: usize = 256;
 
 /// Element order of the flat file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,6 +46,22 @@ struct Run<'a> {
     step: usize,
 }
 
+/// Axes from slowest to fastest in file order.
+fn file_axes(order: Order, n: usize) -> Vec<usize> {
+    match order {
+        Order::C => (0..n).collect(),
+        Order::F => (0..n).rev().collect(),
+    }
+}
+
+/// The multi-index of file element `e`.
+fn unravel(mut e: u64, shape: &[u64], axes: &[usize], idx: &mut [u64]) {
+    for &a in axes.iter().rev() {
+        idx[a] = e % shape[a];
+        e /= shape[a];
+    }
+}
+
 /// Walk the elements `[start, end)` of `shape` in `order`, one run per unit crossing.
 fn for_each_run(
     shape: &[u64],
@@ -49,11 +72,7 @@ fn for_each_run(
     mut f: impl FnMut(Run) -> Result<()>,
 ) -> Result<()> {
     let n = shape.len();
-    // Axes from slowest to fastest in file order.
-    let axes: Vec<usize> = match order {
-        Order::C => (0..n).collect(),
-        Order::F => (0..n).rev().collect(),
-    };
+    let axes = file_axes(order, n);
     let mut unit_strides = vec![1usize; n];
     for d in (0..n.saturating_sub(1)).rev() {
         unit_strides[d] = unit_strides[d + 1] * unit[d + 1] as usize;
@@ -62,12 +81,7 @@ fn for_each_run(
     let mut unit_idx = vec![0u64; n];
     let mut e = start;
     while e < end {
-        // Unravel e in file order.
-        let mut rest = e;
-        for &a in axes.iter().rev() {
-            idx[a] = rest % shape[a];
-            rest /= shape[a];
-        }
+        unravel(e, shape, &axes, &mut idx);
         let (len, step) = match axes.last() {
             None => (1, 1),
             Some(&fast) => {
@@ -95,6 +109,64 @@ fn for_each_run(
     Ok(())
 }
 
+/// The units (read-unit grid indices) of the bounding box of file elements
+/// `[first, last)`, in file order, at most `limit` of them.
+fn units_in_box(
+    shape: &[u64],
+    unit: &[u64],
+    order: Order,
+    first: u64,
+    last: u64,
+    limit: usize,
+) -> Vec<Vec<u64>> {
+    let n = shape.len();
+    if last <= first {
+        return vec![];
+    }
+    if n == 0 {
+        return vec![vec![]];
+    }
+    let axes = file_axes(order, n);
+    let (mut a, mut b) = (vec![0; n], vec![0; n]);
+    unravel(first, shape, &axes, &mut a);
+    unravel(last - 1, shape, &axes, &mut b);
+    // Once the two ends differ on an axis, every faster axis is covered whole.
+    let (mut lo, mut hi) = (vec![0; n], vec![0; n]);
+    let mut diverged = false;
+    for &ax in &axes {
+        if diverged {
+            hi[ax] = (shape[ax] - 1) / unit[ax];
+        } else {
+            lo[ax] = a[ax] / unit[ax];
+            hi[ax] = b[ax] / unit[ax];
+            diverged = a[ax] != b[ax];
+        }
+    }
+    let mut out = Vec::new();
+    let mut idx = lo.clone();
+    'outer: loop {
+        out.push(idx.clone());
+        if out.len() >= limit {
+            break;
+        }
+        for &ax in axes.iter().rev() {
+            if idx[ax] < hi[ax] {
+                idx[ax] += 1;
+                continue 'outer;
+            }
+            idx[ax] = lo[ax];
+        }
+        break;
+    }
+    out
+}
+
+/// Where sequential reading of one file has got to.
+struct Readahead {
+    end: u64,
+    window: u64,
+}
+
 /// The flat file of a fixed-size array.
 pub struct View {
     array: Arc<Array>,
@@ -103,6 +175,9 @@ pub struct View {
     item: usize,
     swap: SwapUnits,
     elements: u64,
+    prefetcher: Option<Arc<Prefetcher>>,
+    readahead: Mutex<Readahead>,
+    max_window: u64,
 }
 
 impl View {
@@ -119,6 +194,7 @@ impl View {
             vec![]
         };
         let elements = array.meta.shape.iter().product();
+        let max_window = (cache.budget() as u64 / 4).clamp(MIN_WINDOW, 256 << 20);
         Ok(View {
             array,
             cache,
@@ -126,7 +202,83 @@ impl View {
             item,
             swap,
             elements,
+            prefetcher: None,
+            readahead: Mutex::new(Readahead {
+                end: 0,
+                window: MIN_WINDOW,
+            }),
+            max_window,
         })
+    }
+
+    /// Decode the units a read needs in parallel, and those ahead of sequential reads.
+    pub fn with_prefetch(mut self, prefetcher: Arc<Prefetcher>) -> View {
+        self.prefetcher = Some(prefetcher);
+        self
+    }
+
+    fn units(&self, first: u64, last: u64, limit: usize) -> Vec<Vec<u64>> {
+        let meta = &self.array.meta;
+        units_in_box(
+            &meta.shape,
+            self.array.unit_shape(),
+            self.layout.order,
+            first,
+            last,
+            limit,
+        )
+    }
+
+    /// Queue background decodes of `units` that are neither cached nor loading.
+    fn prefetch(&self, prefetcher: &Prefetcher, units: Vec<Vec<u64>>) {
+        for unit in units {
+            let key = (self.array.id(), unit);
+            if self.cache.is_present(&key) {
+                continue;
+            }
+            let (array, cache) = (self.array.clone(), self.cache.clone());
+            if !prefetcher.submit(move || cache.prefetch(&key, || array.read_unit(&key.1))) {
+                break;
+            }
+        }
+    }
+
+    /// Before a read of `[offset, offset + len)`: start decoding what it needs (beyond the
+    /// first unit, which the reader decodes itself) and, while reads stay sequential (in
+    /// any order within the window, as kernel readahead sends them), what comes next.
+    fn plan(&self, offset: u64, len: u64) {
+        let Some(prefetcher) = &self.prefetcher else {
+            return;
+        };
+        let item = self.item as u64;
+        let mut needed = self.units(
+            offset / item,
+            (offset + len).div_ceil(item),
+            MAX_PREFETCH_UNITS,
+        );
+        if needed.len() > 1 {
+            needed.remove(0);
+            self.prefetch(prefetcher, needed);
+        }
+        let ahead = {
+            let mut ra = self.readahead.lock();
+            let slack = ra.window.max(4 * len);
+            let sequential = offset <= ra.end + slack && offset + len + slack >= ra.end;
+            if sequential {
+                ra.end = ra.end.max(offset + len);
+                ra.window = (ra.window * 2).min(self.max_window);
+            } else {
+                ra.end = offset + len;
+                ra.window = MIN_WINDOW;
+            }
+            sequential.then(|| (ra.end, (ra.end + ra.window).min(self.size())))
+        };
+        if let Some((from, to)) = ahead.filter(|(f, t)| f < t) {
+            self.prefetch(
+                prefetcher,
+                self.units(from / item, to.div_ceil(item), MAX_PREFETCH_UNITS),
+            );
+        }
     }
 
     /// The file size: prod(shape) × itemsize.
@@ -150,11 +302,13 @@ impl View {
             return Ok(0);
         }
         let len = (buf.len() as u64).min(size - offset) as usize;
+        self.plan(offset, len as u64);
         let item = self.item as u64;
         let first = offset / item;
         let last = (offset + len as u64).div_ceil(item);
         let mut scratch = Vec::new();
         let meta = &self.array.meta;
+        let mut current: Option<(Vec<u64>, Arc<ChunkData>)> = None;
         for_each_run(
             &meta.shape,
             self.array.unit_shape(),
@@ -162,7 +316,14 @@ impl View {
             first,
             last,
             |run| {
-                let chunk = self.unit(run.unit)?;
+                let chunk = match &current {
+                    Some((idx, chunk)) if idx.as_slice() == run.unit => chunk.clone(),
+                    _ => {
+                        let chunk = self.unit(run.unit)?;
+                        current = Some((run.unit.to_vec(), chunk.clone()));
+                        chunk
+                    }
+                };
                 let ChunkData::Fixed(src) = chunk.as_ref() else {
                     return Err(Error::corrupt(
                         &meta.meta_key,
@@ -267,6 +428,35 @@ pub fn write_var_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unit_boxes_cover_the_units_a_range_touches() {
+        let shape = [5u64, 3, 4];
+        let unit = [2u64, 2, 3];
+        for order in [Order::C, Order::F] {
+            for (first, last) in [(0u64, 60u64), (7, 9), (13, 41), (59, 60)] {
+                let boxed = units_in_box(&shape, &unit, order, first, last, 1000);
+                let mut touched = Vec::new();
+                for_each_run(&shape, &unit, order, first, last, |r| {
+                    touched.push(r.unit.to_vec());
+                    Ok(())
+                })
+                .unwrap();
+                assert!(
+                    touched.iter().all(|u| boxed.contains(u)),
+                    "{order:?} {first}..{last}"
+                );
+            }
+        }
+        assert_eq!(
+            units_in_box(&shape, &unit, Order::C, 0, 60, 1000).len(),
+            3 * 2 * 2
+        );
+        assert_eq!(
+            units_in_box(&[], &[], Order::C, 0, 1, 10),
+            vec![Vec::<u64>::new()]
+        );
+    }
 
     #[test]
     fn runs_cover_every_element_once_in_both_orders() {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cat, copy_tree, sha256, temp_dir, zarrfs, Manifest};
+use common::{cat, copy_dir, sha256, zarrfs, Manifest, TempDir};
 use serde_json::Value;
 
 /// Arrays whose codecs zarrfs does not implement: their reads fail with EIO.
@@ -37,9 +37,10 @@ fn mounted(mountpoint: &Path) -> bool {
 
 /// A background mount, unmounted on drop.
 struct Mount {
-    dir: PathBuf,
     mountpoint: PathBuf,
     log: PathBuf,
+    /// Removed after the unmount in `drop`.
+    _dir: TempDir,
 }
 
 impl Mount {
@@ -48,10 +49,10 @@ impl Mount {
             Path::new("/dev/fuse").exists(),
             "/dev/fuse is missing: mount tests need FUSE"
         );
-        let dir = temp_dir("mnt");
-        let mountpoint = dir.join("mnt");
+        let dir = TempDir::new("mnt");
+        let mountpoint = dir.path().join("mnt");
         std::fs::create_dir(&mountpoint).expect("mkdir");
-        let log = dir.join("zarrfs.log");
+        let log = dir.path().join("zarrfs.log");
         let status = Command::new(zarrfs())
             .arg("mount")
             .arg(store)
@@ -73,9 +74,9 @@ impl Mount {
             "not mounted after zarrfs mount returned"
         );
         Mount {
-            dir,
             mountpoint,
             log,
+            _dir: dir,
         }
     }
 
@@ -109,7 +110,6 @@ impl Drop for Mount {
             .arg("umount")
             .arg(&self.mountpoint)
             .status();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -654,7 +654,8 @@ fn foreground_mount(store: &Path, mountpoint: &Path, log: &Path) -> std::process
 #[test]
 fn sigterm_unmounts_and_exits_zero() {
     let m = Manifest::load();
-    let dir = temp_dir("sigterm");
+    let tmp = TempDir::new("sigterm");
+    let dir = tmp.path().to_path_buf();
     let mp = dir.join("mnt");
     std::fs::create_dir(&mp).expect("mkdir");
     let mut child = foreground_mount(&m.store_dir("v3_consolidated"), &mp, &dir.join("log"));
@@ -664,13 +665,13 @@ fn sigterm_unmounts_and_exits_zero() {
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(0), "exit status after SIGTERM");
     assert!(!mounted(&mp), "still mounted after SIGTERM");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn after_sigkill_umount_clears_the_stale_mount() {
     let m = Manifest::load();
-    let dir = temp_dir("sigkill");
+    let tmp = TempDir::new("sigkill");
+    let dir = tmp.path().to_path_buf();
     let mp = dir.join("mnt");
     std::fs::create_dir(&mp).expect("mkdir");
     let mut child = foreground_mount(&m.store_dir("v3_consolidated"), &mp, &dir.join("log"));
@@ -687,13 +688,13 @@ fn after_sigkill_umount_clears_the_stale_mount() {
     assert!(status.success());
     assert!(!mounted(&mp));
     assert_eq!(std::fs::read_dir(&mp).expect("plain dir again").count(), 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn startup_errors_are_reported_before_backgrounding() {
     let m = Manifest::load();
-    let dir = temp_dir("startup");
+    let tmp = TempDir::new("startup");
+    let dir = tmp.path().to_path_buf();
     let run = |store: &Path, mp: &Path| {
         Command::new(zarrfs())
             .arg("mount")
@@ -724,17 +725,17 @@ fn startup_errors_are_reported_before_backgrounding() {
     assert_eq!(out.status.code(), Some(1), "busy mountpoint");
     assert!(String::from_utf8_lossy(&out.stderr).contains("busy"));
     drop(busy);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_corrupt_chunk_fails_only_its_own_reads() {
     let m = Manifest::load();
-    let dir = temp_dir("corrupt");
+    let tmp = TempDir::new("corrupt");
+    let dir = tmp.path().to_path_buf();
     // A copy holding the large array and the v3 fixtures side by side.
     let store = dir.join("store");
-    copy_tree(&m.store_dir("v3"), &store);
-    copy_tree(&m.store_dir("v3_large").join("field"), &store.join("field"));
+    copy_dir(&m.store_dir("v3"), &store);
+    copy_dir(&m.store_dir("v3_large").join("field"), &store.join("field"));
     let entry = arrays_of(&m, "v3_large")[0];
     let dims: Vec<u64> = entry["shape"]
         .as_array()
@@ -799,12 +800,12 @@ fn a_corrupt_chunk_fails_only_its_own_reads() {
         assert_eq!(sha256(&bytes), other["sha256"][label], "{p}");
     }
     drop(mount);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn readme_demo_mounts_a_readable_hierarchy() {
-    let dir = temp_dir("demo");
+    let tmp = TempDir::new("demo");
+    let dir = tmp.path().to_path_buf();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/demo.sh");
     let out = Command::new("bash")
         .arg(&script)
@@ -860,5 +861,4 @@ fn readme_demo_mounts_a_readable_hierarchy() {
         .status()
         .expect("umount");
     assert!(status.success());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -27,8 +27,12 @@ pub struct ChunkRepr {
 }
 
 impl ChunkRepr {
+    /// Elements of the chunk; saturates (and then fails every size check) on overflow.
     pub fn num_elements(&self) -> u64 {
-        self.shape.iter().product()
+        self.shape
+            .iter()
+            .try_fold(1u64, |acc, d| acc.checked_mul(*d))
+            .unwrap_or(u64::MAX)
     }
 
     /// Bytes of a fixed-size chunk, checked against overflow and `MAX_BUFFER`.

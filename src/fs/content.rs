@@ -8,8 +8,9 @@ use serde_json::{json, Value};
 use crate::array::Array;
 use crate::cache::ChunkCache;
 use crate::hierarchy::{Hierarchy, Node};
-use crate::inspect::array_json;
+use crate::inspect::describe_array;
 use crate::metadata::ArrayMetadata;
+use crate::prefetch::Prefetcher;
 use crate::view::{write_var_lines, Layout, Order, View};
 use crate::{Error, Result};
 
@@ -51,6 +52,7 @@ pub fn array_file(
     h: &Hierarchy,
     path: &str,
     cache: &Arc<ChunkCache>,
+    prefetcher: &Arc<Prefetcher>,
     layout: Layout,
 ) -> Result<Content> {
     let meta = array_meta(h, path)?;
@@ -60,7 +62,8 @@ pub fn array_file(
         write_var_lines(&array, cache, layout.order, &mut text)?;
         return Ok(Content::Bytes(text));
     }
-    Ok(Content::Flat(View::new(array, cache.clone(), layout)?))
+    let view = View::new(array, cache.clone(), layout)?.with_prefetch(prefetcher.clone());
+    Ok(Content::Flat(view))
 }
 
 pub fn array_meta(h: &Hierarchy, path: &str) -> Result<Arc<ArrayMetadata>> {
@@ -93,10 +96,7 @@ pub fn file_json(meta: &ArrayMetadata, layout: Layout) -> Value {
 pub fn array_sidecar(h: &Hierarchy, path: &str, layout: Layout) -> Result<Content> {
     let mut doc = match array_meta(h, path) {
         Ok(meta) => {
-            let inner = Array::open(meta.clone(), h.store().clone())
-                .ok()
-                .map(|a| a.unit_shape().to_vec());
-            let mut doc = array_json(&meta, inner.as_deref());
+            let mut doc = describe_array(h, &meta);
             doc["file"] = file_json(&meta, layout);
             doc
         }

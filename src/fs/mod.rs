@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::cache::ChunkCache;
 use crate::hierarchy::{Hierarchy, NodeKind};
+use crate::prefetch::Prefetcher;
 use crate::view::Layout;
 use crate::{Error, Result};
 use content::Content;
@@ -46,12 +47,15 @@ pub struct DirEntry {
 pub struct FsOptions {
     pub layout: Layout,
     pub cache_bytes: usize,
+    /// Threads decoding ahead of sequential readers.
+    pub prefetch_threads: usize,
 }
 
 /// A mounted hierarchy.
 pub struct ZarrFs {
     hierarchy: Hierarchy,
     cache: Arc<ChunkCache>,
+    prefetcher: Arc<Prefetcher>,
     layout: Layout,
     inodes: Inodes,
     /// When the store's root is an array: the name of its file in the mount's root.
@@ -91,6 +95,7 @@ impl ZarrFs {
         ZarrFs {
             hierarchy,
             cache: Arc::new(ChunkCache::new(options.cache_bytes)),
+            prefetcher: Prefetcher::new(options.prefetch_threads),
             layout: options.layout,
             inodes: Inodes::new(),
             root_array,
@@ -220,9 +225,13 @@ impl ZarrFs {
             return Ok(c.clone());
         }
         let loaded = Arc::new(match &entry.node {
-            Node::Array(path) => {
-                content::array_file(&self.hierarchy, path, &self.cache, self.layout)?
-            }
+            Node::Array(path) => content::array_file(
+                &self.hierarchy,
+                path,
+                &self.cache,
+                &self.prefetcher,
+                self.layout,
+            )?,
             Node::ArraySidecar(path) => content::array_sidecar(&self.hierarchy, path, self.layout)?,
             Node::GroupSidecar(path) => content::group_sidecar(&self.hierarchy, path)?,
             Node::Dir(path) => return Err(Error::Invalid(format!("/{path}: is a directory"))),

@@ -170,7 +170,22 @@ impl ArrayMetadata {
                 "zero-length chunk dimension",
             ));
         }
-        Ok(())
+        // Sizes from metadata are checked before anything is allocated from them.
+        let item = self.dtype.size().unwrap_or(8) as u64;
+        let product = |dims: &[u64]| dims.iter().try_fold(item, |acc, d| acc.checked_mul(*d));
+        if product(&self.shape).is_none() {
+            return Err(Error::metadata(
+                &self.meta_key,
+                "array size overflows 64 bits",
+            ));
+        }
+        match product(&self.chunk_shape) {
+            Some(bytes) if bytes <= crate::codec::MAX_BUFFER as u64 => Ok(()),
+            _ => Err(Error::metadata(
+                &self.meta_key,
+                format!("chunks {:?} are larger than 4 GiB", self.chunk_shape),
+            )),
+        }
     }
 }
 

@@ -237,34 +237,6 @@ pub fn zarrfs() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_zarrfs"))
 }
 
-/// A fresh empty folder under the system temp dir.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "zarrfs-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
-}
-
-/// Copy a folder tree.
-pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
-
 /// `zarrfs cat` of one array: its stdout.
 pub fn cat(store: &std::path::Path, path: &str, args: &[&str]) -> Vec<u8> {
     let out = std::process::Command::new(zarrfs())
