@@ -104,6 +104,17 @@ impl Mount {
     }
 }
 
+/// Unmounts a mount made by someone else (a script) when dropped, even after a panic.
+struct Unmount<'a>(&'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        if mounted(self.0) {
+            let _ = Command::new(zarrfs()).arg("umount").arg(self.0).status();
+        }
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new(zarrfs())
@@ -659,6 +670,7 @@ fn sigterm_unmounts_and_exits_zero() {
     let mp = dir.join("mnt");
     std::fs::create_dir(&mp).expect("mkdir");
     let mut child = foreground_mount(&m.store_dir("v3_consolidated"), &mp, &dir.join("log"));
+    let _unmount = Unmount(&mp);
     assert!(std::fs::read(mp.join("top")).is_ok());
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -675,6 +687,7 @@ fn after_sigkill_umount_clears_the_stale_mount() {
     let mp = dir.join("mnt");
     std::fs::create_dir(&mp).expect("mkdir");
     let mut child = foreground_mount(&m.store_dir("v3_consolidated"), &mp, &dir.join("log"));
+    let _unmount = Unmount(&mp);
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
     assert!(mounted(&mp), "a killed daemon leaves its mount behind");
@@ -818,6 +831,7 @@ fn readme_demo_mounts_a_readable_hierarchy() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("getfattr -d"), "prints what to try: {text}");
     let mp = dir.join("mnt");
+    let _unmount = Unmount(&mp);
     assert!(mounted(&mp));
     let names: BTreeSet<String> = std::fs::read_dir(&mp)
         .expect("ls")
