@@ -1,8 +1,10 @@
 //! Node discovery: which layout a store holds, what node sits at a path, and a group's
 //! children — explicit and implicit groups in every layout, consolidated metadata first.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
@@ -63,6 +65,8 @@ const IMPLICIT_DEPTH: usize = 8;
 pub struct Hierarchy {
     store: Arc<dyn Store>,
     layout: Layout,
+    /// Nodes resolved so far: the store is immutable while it is read.
+    nodes: Mutex<HashMap<String, Node>>,
     /// Consolidated documents by node path ("" for the root), in the layout's own form.
     consolidated: Option<Map<String, Value>>,
 }
@@ -89,6 +93,7 @@ impl Hierarchy {
         let mut h = Hierarchy {
             store,
             layout: Layout::V3,
+            nodes: Mutex::new(HashMap::new()),
             consolidated: None,
         };
         if let Some(bytes) = h.store.get("zarr.json")? {
@@ -167,44 +172,15 @@ impl Hierarchy {
         }
     }
 
-    /// The kind of the node at `path` without fully parsing it; `None` when there is none.
-    /// v2 and v3 nodes may be mixed in one hierarchy; a broken document counts as an array
-    /// so that the node is listed and its reads report the error.
+    /// The kind of the node at `path`; `None` when there is none. A node whose metadata
+    /// fails to parse counts as an array, so that it is listed and its reads report why.
     pub fn kind_of(&self, path: &str) -> Result<Option<NodeKind>> {
-        let prefix = v3::prefix_of(path);
-        match &self.layout {
-            Layout::Draft(entry) => {
-                if self
-                    .store
-                    .get(&draft::meta_key(entry, path, "array"))?
-                    .is_some()
-                {
-                    return Ok(Some(NodeKind::Array));
-                } else if self
-                    .store
-                    .get(&draft::meta_key(entry, path, "group"))?
-                    .is_some()
-                {
-                    return Ok(Some(NodeKind::Group));
-                }
-            }
-            _ => {
-                match self.v3_doc(path) {
-                    Ok(Some(d)) if d.get("node_type").and_then(Value::as_str) == Some("group") => {
-                        return Ok(Some(NodeKind::Group))
-                    }
-                    Ok(Some(_)) | Err(Error::Metadata { .. }) => return Ok(Some(NodeKind::Array)),
-                    Ok(None) => {}
-                    Err(e) => return Err(e),
-                }
-                if self.doc(&format!("{prefix}.zarray"))?.is_some() {
-                    return Ok(Some(NodeKind::Array));
-                } else if self.doc(&format!("{prefix}.zgroup"))?.is_some() {
-                    return Ok(Some(NodeKind::Group));
-                }
-            }
+        match self.node(path) {
+            Ok(node) => Ok(Some(node.kind())),
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(e @ (Error::Io { .. } | Error::InvalidKey(_))) => Err(e),
+            Err(_) => Ok(Some(NodeKind::Array)),
         }
-        self.implicit(path)
     }
 
     fn implicit(&self, path: &str) -> Result<Option<NodeKind>> {
@@ -251,6 +227,16 @@ impl Hierarchy {
     /// Resolve the node at `path` ("" or "/" for the root).
     pub fn node(&self, path: &str) -> Result<Node> {
         let path = normalize(path);
+        if let Some(node) = self.nodes.lock().get(&path) {
+            return Ok(node.clone());
+        }
+        let node = self.resolve(&path)?;
+        self.nodes.lock().insert(path, node.clone());
+        Ok(node)
+    }
+
+    fn resolve(&self, path: &str) -> Result<Node> {
+        let path = path.to_string();
         let not_found = || {
             Error::NotFound(if path.is_empty() {
                 "/".into()
