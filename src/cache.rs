@@ -10,8 +10,8 @@ use parking_lot::{Condvar, Mutex};
 use crate::codec::ChunkData;
 use crate::error::Result;
 
-/// Which chunk: array id and read-unit grid index.
-pub type ChunkKey = (u64, Vec<u64>);
+/// Which chunk: array id, layout tag (how the view stores it) and read-unit grid index.
+pub type ChunkKey = (u64, u8, Vec<u64>);
 
 #[derive(Default)]
 struct Pending {
@@ -140,12 +140,12 @@ mod tests {
         let cache = Arc::new(ChunkCache::new(250));
         for i in 0..5u64 {
             cache
-                .get_or_load(&(1, vec![i]), || Ok(ChunkData::Fixed(vec![0; 100])))
+                .get_or_load(&(1, 0, vec![i]), || Ok(ChunkData::Fixed(vec![0; 100])))
                 .unwrap();
         }
         assert!(cache.used() <= 250);
-        assert!(cache.peek(&(1, vec![4])).is_some());
-        assert!(cache.peek(&(1, vec![0])).is_none());
+        assert!(cache.peek(&(1, 0, vec![4])).is_some());
+        assert!(cache.peek(&(1, 0, vec![0])).is_none());
 
         let loads = Arc::new(AtomicUsize::new(0));
         let threads: Vec<_> = (0..8)
@@ -154,7 +154,7 @@ mod tests {
                 let loads = loads.clone();
                 std::thread::spawn(move || {
                     cache
-                        .get_or_load(&(2, vec![0]), || {
+                        .get_or_load(&(2, 0, vec![0]), || {
                             loads.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(50));
                             Ok(ChunkData::Fixed(vec![7; 10]))

@@ -62,6 +62,7 @@ pub fn write_chunks(root: &Path, meta: &ArrayMetadata, data: &[u8]) -> Result<()
             dst_at: &vec![0; origin.len()],
             region: &extent,
             item,
+            dst_base: 0,
         }
         .copy(data, &mut chunk);
         let encoded = chain.encode(ChunkData::Fixed(chunk))?;

@@ -139,6 +139,7 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
         return spawn_daemon(&mountpoint);
     }
     block_signals();
+    limit_retained_memory();
     let name = cfg
         .store
         .canonicalize()
@@ -206,6 +207,13 @@ fn spawn_daemon(mountpoint: &Path) -> Result<()> {
         "mounting at {} failed ({status})",
         mountpoint.display()
     )))
+}
+
+/// Decoded chunks are large and short-lived; keep glibc from holding freed ones in its
+/// heaps (its adaptive mmap threshold would), so the daemon's memory tracks the cache.
+fn limit_retained_memory() {
+    // SAFETY: mallopt only tunes the allocator; called before the worker threads start.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10) };
 }
 
 fn detach_stdout() {

@@ -2,7 +2,8 @@
 //! assembly, chunk-to-output copies and fill.
 
 /// An n-d box copy: `region` elements starting at `src_at` in a `src_shape` buffer go to
-/// `dst_at` in a `dst_shape` buffer. `item` is the element size in units of `T`.
+/// `dst_at` in a `dst_shape` buffer. `item` is the element size in units of `T`; the
+/// destination slice starts at element `dst_base` of the `dst_shape` buffer.
 pub struct Region<'a> {
     pub src_shape: &'a [u64],
     pub src_at: &'a [u64],
@@ -10,6 +11,7 @@ pub struct Region<'a> {
     pub dst_at: &'a [u64],
     pub region: &'a [u64],
     pub item: usize,
+    pub dst_base: usize,
 }
 
 fn strides(shape: &[u64]) -> Vec<usize> {
@@ -35,13 +37,14 @@ impl Region<'_> {
             dst[..self.item].clone_from_slice(&src[..self.item]);
             return;
         }
+        let base = self.dst_base * self.item;
         let ss = strides(self.src_shape);
         let ds = strides(self.dst_shape);
         let row = self.region[n - 1] as usize * self.item;
         let mut idx = vec![0u64; n - 1];
         loop {
             let s = (offset(self.src_at, &ss) + offset(&idx, &ss[..n - 1])) * self.item;
-            let d = (offset(self.dst_at, &ds) + offset(&idx, &ds[..n - 1])) * self.item;
+            let d = (offset(self.dst_at, &ds) + offset(&idx, &ds[..n - 1])) * self.item - base;
             dst[d..d + row].clone_from_slice(&src[s..s + row]);
             let mut dim = n - 1;
             loop {
@@ -74,6 +77,7 @@ mod tests {
             dst_at: &[0, 1],
             region: &[2, 2],
             item: 1,
+            dst_base: 0,
         }
         .copy(&src, &mut dst);
         assert_eq!(dst, vec![0, 5, 6, 0, 9, 10, 0, 0, 0]);

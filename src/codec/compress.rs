@@ -51,9 +51,9 @@ pub fn build(name: &str, spec: &CodecSpec) -> Result<Box<dyn BytesToBytes>> {
     Ok(Box::new(Compressor { kind, level }))
 }
 
-/// Read at most `limit` bytes; more is an error naming `what`.
-fn read_limited(reader: impl Read, limit: usize, what: &str) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
+/// Read at most `limit` bytes; more is an error naming `what`. `hint` is the input size.
+fn read_limited(reader: impl Read, limit: usize, hint: usize, what: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(limit.min(hint.saturating_mul(8)).min(64 << 20));
     reader
         .take(limit as u64 + 1)
         .read_to_end(&mut out)
@@ -70,20 +70,34 @@ fn write_all<W: Write>(mut w: W, bytes: &[u8]) -> std::io::Result<W> {
 impl BytesToBytes for Compressor {
     fn decode(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
         let src = bytes.as_slice();
+        let n = src.len();
         match self.kind {
-            Kind::Gzip => read_limited(flate2::read::MultiGzDecoder::new(src), limit, "gzip"),
-            Kind::Zlib => read_limited(flate2::read::ZlibDecoder::new(src), limit, "zlib"),
+            Kind::Gzip => read_limited(flate2::read::MultiGzDecoder::new(src), limit, n, "gzip"),
+            Kind::Zlib => read_limited(flate2::read::ZlibDecoder::new(src), limit, n, "zlib"),
             Kind::Zstd => {
+                // One allocation of the size the frame header declares, when it fits.
+                if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(src) {
+                    if size as usize <= limit {
+                        if let Ok(out) = zstd::bulk::decompress(src, size as usize) {
+                            return Ok(out);
+                        }
+                    }
+                }
                 let decoder = zstd::stream::read::Decoder::with_buffer(src)
                     .map_err(|e| corrupt(format!("zstd: {e}")))?;
-                read_limited(decoder, limit, "zstd")
+                read_limited(decoder, limit, n, "zstd")
             }
-            Kind::Bz2 => read_limited(bzip2::read::MultiBzDecoder::new(src), limit, "bz2"),
+            Kind::Bz2 => read_limited(bzip2::read::MultiBzDecoder::new(src), limit, n, "bz2"),
             Kind::Lzma => {
                 let stream =
                     xz2::stream::Stream::new_auto_decoder(u64::MAX, xz2::stream::CONCATENATED)
                         .map_err(|e| corrupt(format!("lzma: {e}")))?;
-                read_limited(xz2::read::XzDecoder::new_stream(src, stream), limit, "lzma")
+                read_limited(
+                    xz2::read::XzDecoder::new_stream(src, stream),
+                    limit,
+                    n,
+                    "lzma",
+                )
             }
             Kind::Lz4 => {
                 let header: [u8; 4] = src

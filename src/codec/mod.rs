@@ -4,6 +4,7 @@
 mod blosc;
 mod bytes;
 pub use bytes::swap_elements;
+pub use transpose::reverse_axes;
 mod checksum;
 mod compress;
 mod filters;

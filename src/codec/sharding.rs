@@ -173,6 +173,7 @@ impl ArrayToBytes for Sharding {
                 dst_at: &at,
                 region: &self.inner_shape,
                 item,
+                dst_base: 0,
             };
             match (&chunk, &mut shard) {
                 (ChunkData::Fixed(s), ChunkData::Fixed(d)) => region.copy(s, d),
@@ -202,6 +203,7 @@ impl ArrayToBytes for Sharding {
                 dst_at: &vec![0; at.len()],
                 region: &self.inner_shape,
                 item,
+                dst_base: 0,
             };
             match (&data, &mut inner) {
                 (ChunkData::Fixed(s), ChunkData::Fixed(d)) => region.copy(s, d),

@@ -61,7 +61,7 @@ pub fn strides(shape: &[u64]) -> Vec<usize> {
 }
 
 /// Permute elements: `out` in C order of `dst_shape` where dst axis `i` is src axis `perm[i]`.
-fn permute<T: Clone>(src: &[T], item: usize, src_shape: &[u64], perm: &[usize]) -> Vec<T> {
+pub fn permute<T: Clone>(src: &[T], item: usize, src_shape: &[u64], perm: &[usize]) -> Vec<T> {
     let src_strides = strides(src_shape);
     let dst_shape: Vec<u64> = perm.iter().map(|&a| src_shape[a]).collect();
     let step: Vec<usize> = perm.iter().map(|&a| src_strides[a]).collect();
@@ -84,6 +84,77 @@ fn permute<T: Clone>(src: &[T], item: usize, src_shape: &[u64], perm: &[usize]) 
     out
 }
 
+/// Edge of the square tiles `reverse_axes` copies through (elements).
+const TILE: usize = 32;
+
+/// Copy one element of `N` bytes (`N` = 0: any size, given by `item`).
+#[inline(always)]
+fn copy_element<const N: usize>(src: &[u8], s: usize, dst: &mut [u8], d: usize, item: usize) {
+    if N == 0 {
+        dst[d * item..(d + 1) * item].copy_from_slice(&src[s * item..(s + 1) * item]);
+    } else {
+        dst[d * N..(d + 1) * N].copy_from_slice(&src[s * N..(s + 1) * N]);
+    }
+}
+
+fn reverse_tiles<const N: usize>(src: &[u8], item: usize, shape: &[u64], dst: &mut [u8]) {
+    let n = shape.len();
+    let src_strides = strides(shape);
+    let reversed: Vec<u64> = shape.iter().rev().copied().collect();
+    let dst_rev = strides(&reversed);
+    // dst stride of source axis d.
+    let dst_stride = |d: usize| dst_rev[n - 1 - d];
+    let (outer, inner) = (shape[0] as usize, shape[n - 1] as usize);
+    let (src_outer, dst_inner) = (src_strides[0], dst_stride(n - 1));
+    let middle: Vec<usize> = (1..n - 1).collect();
+    let mut m = vec![0u64; n];
+    loop {
+        let src_base: usize = middle.iter().map(|&d| m[d] as usize * src_strides[d]).sum();
+        let dst_base: usize = middle.iter().map(|&d| m[d] as usize * dst_stride(d)).sum();
+        for i0 in (0..outer).step_by(TILE) {
+            for k0 in (0..inner).step_by(TILE) {
+                for i in i0..(i0 + TILE).min(outer) {
+                    let s_row = src_base + i * src_outer;
+                    for k in k0..(k0 + TILE).min(inner) {
+                        copy_element::<N>(src, s_row + k, dst, dst_base + k * dst_inner + i, item);
+                    }
+                }
+            }
+        }
+        // Next middle index, last middle axis fastest.
+        let mut advanced = false;
+        for &d in middle.iter().rev() {
+            m[d] += 1;
+            if m[d] < shape[d] {
+                advanced = true;
+                break;
+            }
+            m[d] = 0;
+        }
+        if !advanced {
+            return;
+        }
+    }
+}
+
+/// Reverse the axes of a C-order buffer of `item`-byte elements (C order <-> F order),
+/// copying through square tiles so that reads and writes both stay in cache.
+pub fn reverse_axes(src: &[u8], item: usize, shape: &[u64]) -> Vec<u8> {
+    if shape.len() < 2 || shape.contains(&0) {
+        return src.to_vec();
+    }
+    let mut dst = vec![0u8; src.len()];
+    match item {
+        1 => reverse_tiles::<1>(src, item, shape, &mut dst),
+        2 => reverse_tiles::<2>(src, item, shape, &mut dst),
+        4 => reverse_tiles::<4>(src, item, shape, &mut dst),
+        8 => reverse_tiles::<8>(src, item, shape, &mut dst),
+        16 => reverse_tiles::<16>(src, item, shape, &mut dst),
+        _ => reverse_tiles::<0>(src, item, shape, &mut dst),
+    }
+    dst
+}
+
 impl Transpose {
     fn apply(&self, data: ChunkData, src_shape: &[u64], perm: &[usize]) -> Result<ChunkData> {
         let n: u64 = src_shape.iter().product();
@@ -93,7 +164,12 @@ impl Transpose {
                 if b.len() as u64 != n * item as u64 {
                     return Err(corrupt("transpose input has the wrong size"));
                 }
-                ChunkData::Fixed(permute(&b, item, src_shape, perm))
+                let reversal = perm.iter().rev().enumerate().all(|(i, &a)| a == i);
+                if reversal {
+                    ChunkData::Fixed(reverse_axes(&b, item, src_shape))
+                } else {
+                    ChunkData::Fixed(permute(&b, item, src_shape, perm))
+                }
             }
             ChunkData::Var(v) => {
                 if v.len() as u64 != n {
@@ -129,6 +205,29 @@ mod tests {
     use super::*;
     use crate::metadata::{DataType, FillValue};
     use serde_json::json;
+
+    #[test]
+    fn tiled_reversal_matches_the_general_permutation() {
+        for shape in [
+            vec![3u64, 70],
+            vec![5, 4, 33],
+            vec![2, 3, 4, 5],
+            vec![40, 1, 37],
+        ] {
+            for item in [1usize, 4, 3] {
+                let n: u64 = shape.iter().product();
+                let src: Vec<u8> = (0..n as usize * item)
+                    .map(|i| (i * 7 % 251) as u8)
+                    .collect();
+                let perm: Vec<usize> = (0..shape.len()).rev().collect();
+                assert_eq!(
+                    reverse_axes(&src, item, &shape),
+                    permute(&src, item, &shape, &perm),
+                    "{shape:?} item {item}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn transposes_and_round_trips_3d() {

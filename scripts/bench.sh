@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# The benchmark: zarrfs against baselines measured in the same run, as ratios.
+#
+#   bash scripts/bench.sh          (as root: drops the page cache, mounts with /dev/fuse)
+#
+# Steps (each idempotent, data regenerated only when its stamp is missing or stale):
+#   1. cargo build --release; the binary is copied to target/bench-bin/ so that a
+#      concurrent rebuild cannot swap it mid-run (set ZARRFS=/path/to/zarrfs to skip).
+#   2. target/venv-bench: zarr-python 3, numpy, numcodecs, tensorstore (stamp file).
+#   3. target/bench-data: scripts/bench_data.py writes four 1 GiB float32 arrays
+#      (uncompressed, zstd 3, blosc lz4+shuffle, sharded zstd), the same bytes as a
+#      plain file, and a hierarchy of 10,000 small arrays in 100 groups.
+#   4. Measurements, every cold one after `sync; echo 3 > /proc/sys/vm/drop_caches`
+#      and on a fresh mount:
+#        a  cold `dd bs=1M` of each array through the mount (C order; F order for zstd),
+#           the daemon's peak RSS (VmHWM) at the end
+#        b  warm re-read through the same mount
+#        c  `zarrfs cat` to /dev/null (no FUSE; cold store)
+#        d  tensorstore and zarr-python reading the whole array into memory (cold store)
+#        e  the plain file, cold and warm
+#        f  10,000 random 4 KiB preads on zstd, sharded and the plain file: p50 / p99,
+#           cold then warm, and store bytes fetched per read (xattr
+#           user.zarrfs.bytes_fetched; "n/a" when the mount has none)
+#        g  `ls -lR` and `find -type f | wc -l` on the mounted 10k hierarchy against
+#           `find` on the store folder
+#   5. scripts/bench_report.py prints the table with the acceptance ratios (PASS/FAIL)
+#      and writes it to target/bench-results.md (raw figures: target/bench-raw.txt).
+#
+# Cold figures are the median of BENCH_REPEAT runs (default 3), warm ones of 5.
+# Environment: BENCH_CACHE_SIZE (default 1GiB, the mount's --cache-size),
+# BENCH_RANDOM_READS (default 10000), BENCH_REPEAT, ZARRFS (a prebuilt binary, skips the
+# build), PYTHON (for the venv).
+# The daemons' logs go to target/bench-zarrfs.log.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+target_dir="$repo_root/target"
+data="$target_dir/bench-data"
+mnt_root="$target_dir/bench-mnt"
+raw="$target_dir/bench-raw.txt"
+results="$target_dir/bench-results.md"
+daemon_log="$target_dir/bench-zarrfs.log"
+venv="$target_dir/venv-bench"
+py="$venv/bin/python"
+cache_size="${BENCH_CACHE_SIZE:-1GiB}"
+random_reads="${BENCH_RANDOM_READS:-10000}"
+repeat="${BENCH_REPEAT:-3}"
+count_file="$target_dir/bench-count"
+variants=(raw zstd blosc sharded)
+shape="256,1024,1024"
+inner="16,128,128"
+
+say() { echo "bench: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run as root (drop_caches and FUSE mounts)"
+[ -w /dev/fuse ] || die "/dev/fuse is not writable"
+command -v fusermount3 >/dev/null || die "fusermount3 missing (apt-get install fuse3)"
+
+# ---------------------------------------------------------------- 1. the binary
+if [ -n "${ZARRFS:-}" ]; then
+    zarrfs="$ZARRFS"
+else
+    say "cargo build --release"
+    cargo build --release --quiet
+    mkdir -p "$target_dir/bench-bin"
+    cp -f target/release/zarrfs "$target_dir/bench-bin/zarrfs"
+    zarrfs="$target_dir/bench-bin/zarrfs"
+fi
+[ -x "$zarrfs" ] || die "no zarrfs binary at $zarrfs"
+
+# ---------------------------------------------------------------- 2. the venv
+requirements='zarr>=3.1,<4
+numpy
+numcodecs
+tensorstore'
+stamp="$venv/.requirements-stamp"
+if [[ -f "$stamp" && -x "$py" ]] && [[ "$(cat "$stamp")" == "$requirements" ]]; then
+    say "venv-bench up to date"
+else
+    say "creating $venv"
+    rm -rf "$venv"
+    "${PYTHON:-python3}" -m venv "$venv"
+    printf '%s\n' "$requirements" >"$venv/requirements.txt"
+    "$py" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$py" -m pip install --quiet --disable-pip-version-check -r "$venv/requirements.txt"
+    printf '%s' "$requirements" >"$stamp"
+fi
+
+# ---------------------------------------------------------------- 3. the data
+want_stamp="$("$py" -c 'import sys; sys.path.insert(0, "scripts"); import bench_data; print(bench_data.STAMP)')"
+if [[ -f "$data/.stamp" ]] && [[ "$(cat "$data/.stamp")" == "$want_stamp" ]]; then
+    say "bench data up to date in $data"
+else
+    say "writing bench data to $data (a few minutes)"
+    "$py" scripts/bench_data.py "$data"
+fi
+big="$data/big.zarr"
+small="$data/small.zarr"
+plain="$data/plain_c.bin"
+
+# ---------------------------------------------------------------- helpers
+: >"$raw"
+record() { echo "$1 $2" >>"$raw"; }
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.6f", b - a }'; }
+
+drop_caches() {
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
+}
+
+daemon_pid() {
+    pgrep -f -- "zarrfs mount .*$1( |\$)" | head -n 1 || true
+}
+
+is_mounted() { awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; }
+
+# fresh_mount STORE MNT [ARGS...]: (re)mount STORE at MNT; prints nothing.
+fresh_mount() {
+    local store="$1" mnt="$2"
+    shift 2
+    unmount "$mnt"
+    mkdir -p "$mnt"
+    timeout 120 "$zarrfs" mount "$store" "$mnt" --cache-size "$cache_size" "$@" \
+        </dev/null >/dev/null 2>>"$daemon_log" \
+        || die "zarrfs mount $store $mnt failed; see $daemon_log"
+}
+
+# unmount MNT: unmount if mounted and wait for its daemon to exit.
+unmount() {
+    local mnt="$1" pid
+    is_mounted "$mnt" || return 0
+    pid="$(daemon_pid "$mnt")"
+    "$zarrfs" umount "$mnt" 2>>"$daemon_log" || say "warning: zarrfs umount $mnt failed"
+    for _ in $(seq 100); do
+        if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+}
+
+cleanup() {
+    local m
+    for m in "$mnt_root"/*; do
+        [ -d "$m" ] && unmount "$m"
+    done
+    return 0
+}
+trap cleanup EXIT
+
+# vm_hwm MNT: the daemon's peak resident set in KiB ("n/a" when it cannot be found).
+vm_hwm() {
+    local pid
+    pid="$(daemon_pid "$1")"
+    if [ -n "$pid" ] && [ -r "/proc/$pid/status" ]; then
+        awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status"
+    else
+        echo n/a
+    fi
+}
+
+# timed KEY CMD...: run CMD, record KEY seconds (or "error" if it fails).
+timed() {
+    local key="$1" t0
+    shift
+    t0="$(now)"
+    if "$@"; then
+        record "$key" "$(since "$t0")"
+    else
+        say "warning: $key failed: $*"
+        record "$key" error
+    fi
+}
+
+dd_read() { dd if="$1" of=/dev/null bs=1M status=none; }
+cat_array() { "$zarrfs" cat "$big" "$1" --order "$2" >/dev/null; }
+ls_tree() { ls -lR "$1" >/dev/null; }
+count_files() { find "$1" -type f | wc -l >"$2"; }
+
+# pyrecord ARGS...: run a bench_readers.py command and record its KEY VALUE lines.
+pyrecord() {
+    local out
+    if out="$("$py" scripts/bench_readers.py "$@")"; then
+        printf '%s\n' "$out" >>"$raw"
+    else
+        say "warning: bench_readers.py $* failed"
+    fi
+}
+
+mkdir -p "$mnt_root"
+cleanup
+: >"$daemon_log"
+record meta.date "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+record meta.commit "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo +dirty)"
+record meta.kernel "$(uname -r)"
+record meta.cores "$(nproc)"
+record meta.cache_size "$cache_size"
+record meta.random_reads "$random_reads"
+record meta.repeat "$repeat"
+record meta.file_bytes "$(stat -c %s "$plain")"
+record meta.loadavg_start "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)"
+
+# ---------------------------------------------------------------- a, b, c, d, h
+# Cold figures are taken $repeat times (the report shows the median), warm ones 5 times.
+warm_repeat=5
+for v in "${variants[@]}"; do
+    mnt="$mnt_root/big"
+    for r in $(seq "$repeat"); do
+        say "$v: (a) cold mount read, run $r/$repeat"
+        drop_caches
+        fresh_mount "$big" "$mnt"
+        timed "a.$v" dd_read "$mnt/$v"
+        record "h.$v.vmhwm_kib" "$(vm_hwm "$mnt")"
+        if [ "$r" -eq 1 ]; then
+            say "$v: (b) warm re-read, content check"
+            for _ in $(seq "$warm_repeat"); do timed "b.$v" dd_read "$mnt/$v"; done
+            pyrecord check "$mnt/$v" "$plain" "$shape" C "check.$v"
+        fi
+        unmount "$mnt"
+    done
+    for r in $(seq "$repeat"); do
+        say "$v: (c) zarrfs cat, (d) tensorstore, zarr-python, run $r/$repeat"
+        drop_caches
+        timed "c.$v" cat_array "$v" C
+        drop_caches
+        pyrecord readall tensorstore "$big" "$v" "d.tensorstore.$v"
+        drop_caches
+        pyrecord readall zarr "$big" "$v" "d.zarr.$v"
+    done
+done
+
+mnt="$mnt_root/bigF"
+for r in $(seq "$repeat"); do
+    say "zstd F order: (a) cold mount read, (c) zarrfs cat, run $r/$repeat"
+    drop_caches
+    fresh_mount "$big" "$mnt" --order F
+    timed a.zstdF dd_read "$mnt/zstd"
+    record h.zstdF.vmhwm_kib "$(vm_hwm "$mnt")"
+    if [ "$r" -eq 1 ]; then
+        for _ in $(seq "$warm_repeat"); do timed b.zstdF dd_read "$mnt/zstd"; done
+        pyrecord check "$mnt/zstd" "$plain" "$shape" F check.zstdF
+    fi
+    unmount "$mnt"
+    drop_caches
+    timed c.zstdF cat_array zstd F
+done
+
+# ---------------------------------------------------------------- e
+for r in $(seq "$repeat"); do
+    say "(e) plain file, cold and warm, run $r/$repeat"
+    drop_caches
+    timed e.cold dd_read "$plain"
+done
+for _ in $(seq "$warm_repeat"); do timed e.warm dd_read "$plain"; done
+
+# ---------------------------------------------------------------- f
+for v in zstd sharded; do
+    say "$v: (f) $random_reads random 4 KiB preads, cold then warm"
+    mnt="$mnt_root/big"
+    drop_caches
+    fresh_mount "$big" "$mnt"
+    pyrecord randread "$mnt/$v" "f.$v" --count "$random_reads"
+    unmount "$mnt"
+done
+say "sharded: (f) store bytes per random read on a fresh mount"
+drop_caches
+fresh_mount "$big" "$mnt_root/big"
+pyrecord fetchprobe "$mnt_root/big/sharded" f.probe "$shape" "$inner" --count 100
+unmount "$mnt_root/big"
+say "plain file: (f) random preads"
+drop_caches
+pyrecord randread "$plain" f.plain --count "$random_reads"
+
+# ---------------------------------------------------------------- g
+# Each first walk on its own fresh mount with the page cache dropped; warm walks follow.
+mnt="$mnt_root/small"
+for r in $(seq "$repeat"); do
+    say "(g) 10k-array hierarchy: mount listing against the store folder, run $r/$repeat"
+    drop_caches
+    t0="$(now)"
+    fresh_mount "$small" "$mnt"
+    record g.mount "$(since "$t0")"
+    timed g.find_mount_cold count_files "$mnt" "$count_file"
+    record g.find_mount_count "$(cat "$count_file")"
+    drop_caches
+    fresh_mount "$small" "$mnt"
+    timed g.ls_mount_cold ls_tree "$mnt"
+    timed g.ls_mount_warm ls_tree "$mnt"
+    timed g.find_mount_warm count_files "$mnt" "$count_file"
+    if [ "$r" -eq 1 ]; then
+        record g.array_files "$(find "$mnt" -type f -not -name '.*' | wc -l)"
+    fi
+    unmount "$mnt"
+    drop_caches
+    timed g.find_store_cold count_files "$small" "$count_file"
+    record g.find_store_count "$(cat "$count_file")"
+    timed g.find_store_warm count_files "$small" "$count_file"
+    drop_caches
+    timed g.ls_store_cold ls_tree "$small"
+    timed g.ls_store_warm ls_tree "$small"
+done
+rm -f "$count_file"
+
+# ---------------------------------------------------------------- report
+cleanup
+record meta.daemon_log_lines "$(wc -l <"$daemon_log")"
+record meta.loadavg_end "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)"
+"$py" scripts/bench_report.py "$raw" "$data/bench-data.json" "$results"
+say "results in $results (raw figures: $raw)"

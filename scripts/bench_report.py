@@ -1,0 +1,313 @@
+"""Turn the raw figures of scripts/bench.sh into the results table with acceptance ratios.
+
+Usage: bench_report.py RAW DATA_JSON OUT_MD
+    RAW        `KEY VALUE` lines written by bench.sh (target/bench-raw.txt)
+    DATA_JSON  target/bench-data/bench-data.json from bench_data.py (stored sizes)
+    OUT_MD     where the markdown goes (target/bench-results.md); also printed to stdout
+
+Missing or failed figures show as "n/a" / "error" and their criteria as n/a or FAIL;
+the report never fails because one measurement did.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+
+MIB = 1 << 20
+VARIANTS = [
+    ("raw", "uncompressed"),
+    ("zstd", "zstd 3"),
+    ("blosc", "blosc lz4 + shuffle"),
+    ("sharded", "sharded, zstd 3 inner"),
+]
+
+
+def parse_size(s: str) -> int:
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([a-zA-Z]*)\s*", s)
+    if not m:
+        raise ValueError(f"bad size {s!r}")
+    shift = {"": 0, "b": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20,
+             "g": 30, "gb": 30, "gib": 30, "t": 40, "tb": 40, "tib": 40}[m.group(2).lower()]
+    return int(float(m.group(1)) * (1 << shift))
+
+
+class Raw:
+    """The raw figures; a key recorded several times (repeated runs) reads as its median."""
+
+    def __init__(self, path: str):
+        self.values: dict[str, list[str]] = {}
+        with open(path) as fh:
+            for line in fh:
+                key, _, value = line.rstrip("\n").partition(" ")
+                if key:
+                    self.values.setdefault(key, []).append(value)
+
+    def text(self, key: str) -> str:
+        vals = self.values.get(key)
+        return "n/a" if not vals else vals[-1]
+
+    def num(self, key: str):
+        """The median of the key's values; None if missing or any run failed."""
+        try:
+            return statistics.median(float(v) for v in self.values[key])
+        except (KeyError, ValueError):
+            return None
+
+    def nums(self, key: str) -> list[float]:
+        out = []
+        for v in self.values.get(key, []):
+            try:
+                out.append(float(v))
+            except ValueError:
+                pass
+        return out
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def fmt_seconds(raw: Raw, key: str, nbytes: int) -> str:
+    s = raw.num(key)
+    if s is None:
+        return "error" if "error" in raw.values.get(key, []) else "n/a"
+    return f"{s:.2f} s, {nbytes / MIB / s:,.0f} MiB/s"
+
+
+def fmt_us(v) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.0f} µs"
+
+
+def fmt_bytes(v) -> str:
+    if v is None:
+        return "n/a"
+    if v >= MIB:
+        return f"{v / MIB:.2f} MiB"
+    if v >= 1024:
+        return f"{v / 1024:.0f} KiB"
+    return f"{v:.0f} B"
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def main() -> int:
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    raw = Raw(sys.argv[1])
+    with open(sys.argv[2]) as fh:
+        data = json.load(fh)
+    nbytes = int(data["decoded_bytes"])
+    cache_bytes = parse_size(raw.text("meta.cache_size"))
+    arrays = data["arrays"]
+    sh = arrays["sharded"]
+    lines: list[str] = []
+    lines.append("# zarrfs benchmark")
+    lines.append("")
+    lines.append(
+        f"{raw.text('meta.date')}, zarrfs {raw.text('meta.commit')}, kernel "
+        f"{raw.text('meta.kernel')}, {raw.text('meta.cores')} cores, "
+        f"`--cache-size {raw.text('meta.cache_size')}`, data by zarr-python {data['zarr']}. "
+        f"Arrays: float32 {tuple(data['shape'])} = {nbytes / MIB:.0f} MiB decoded, chunks "
+        f"{tuple(data['chunks'])}; sharded: shards {tuple(data['shards'])} of inner chunks "
+        f"{tuple(data['inner_chunks'])}. Cold = `sync; echo 3 > /proc/sys/vm/drop_caches` "
+        "first (and a fresh mount for mount reads). MiB/s is decoded bytes per second. "
+        f"Cold figures are medians of {raw.text('meta.repeat')} runs, warm ones of 5; "
+        "peak RSS is the maximum over the runs. Load average (1/5/15 min) at the start "
+        f"{raw.text('meta.loadavg_start')}, at the end {raw.text('meta.loadavg_end')}; "
+        f"the zarrfs daemons logged {raw.text('meta.daemon_log_lines')} lines."
+    )
+    lines.append("")
+
+    # -- sequential reads
+    lines.append("## Sequential read of the whole array (a–e, h)")
+    lines.append("")
+    rows = []
+    for key, label in VARIANTS + [("zstdF", "zstd 3, F order")]:
+        src = "zstd" if key == "zstdF" else key
+        stored = arrays[src]["stored_bytes"]
+        hwm = max(raw.nums(f"h.{key}.vmhwm_kib"), default=None)
+        rows.append([
+            label,
+            f"{stored / MIB:.0f} MiB ({arrays[src]['ratio']:.2f}x)",
+            fmt_seconds(raw, f"a.{key}", nbytes),
+            fmt_seconds(raw, f"b.{key}", nbytes),
+            fmt_seconds(raw, f"c.{key}", nbytes),
+            fmt_seconds(raw, f"d.tensorstore.{key}.seconds", nbytes) if key != "zstdF" else "—",
+            fmt_seconds(raw, f"d.zarr.{key}.seconds", nbytes) if key != "zstdF" else "—",
+            "n/a" if hwm is None else f"{hwm / 1024:.0f} MiB",
+        ])
+    rows.append([
+        "plain file (same bytes)",
+        f"{nbytes / MIB:.0f} MiB",
+        fmt_seconds(raw, "e.cold", nbytes) + " (e)",
+        fmt_seconds(raw, "e.warm", nbytes) + " (e)",
+        "—", "—", "—", "—",
+    ])
+    lines += table(
+        ["array", "stored", "(a) cold, mount", "(b) warm, same mount", "(c) zarrfs cat, cold",
+         "(d) tensorstore, cold", "(d) zarr-python, cold", "(h) daemon peak RSS"],
+        rows,
+    )
+    checks = []
+    for key in [k for k, _ in VARIANTS] + ["zstdF"]:
+        bad = raw.num(f"check.{key}.mismatches")
+        blocks = raw.num(f"check.{key}.blocks")
+        if bad is None:
+            checks.append(f"{key}: not checked")
+        else:
+            checks.append(f"{key}: {int(bad)}/{int(blocks)} mismatching")
+    noisy = []
+    for key in sorted(raw.values):
+        if (key.split(".")[0] in ("a", "b", "c", "e") and key.count(".") == 1) or (
+                key.startswith("d.") and key.endswith(".seconds")):
+            runs = raw.nums(key)
+            if len(runs) > 1 and min(runs) > 0 and max(runs) / min(runs) > 1.3:
+                noisy.append(f"{key} {min(runs):.2f}–{max(runs):.2f} s")
+    lines.append("")
+    lines.append("Noisy figures (slowest run more than 1.3x the fastest): "
+                 + ("; ".join(noisy) if noisy else "none") + ".")
+    lines.append("")
+    lines.append("Content check (random 4 KiB blocks of the mounted file against the plain "
+                 "file): " + "; ".join(checks) + ".")
+    lines.append("")
+
+    # -- random reads
+    n = raw.text("meta.random_reads")
+    lines.append(f"## Random 4 KiB preads (f): {n} reads, fixed seed, POSIX_FADV_RANDOM")
+    lines.append("")
+    lines.append("Cold: fresh mount, page cache dropped, first pass; warm: the same offsets "
+                 "again on a new descriptor, same mount. Fetched: store bytes per read from "
+                 "the `user.zarrfs.bytes_fetched` xattr.")
+    lines.append("")
+    rows = []
+    for key, label in (("zstd", "zstd 3"), ("sharded", "sharded"), ("plain", "plain file")):
+        p = f"f.{key}"
+        fetched = []
+        for phase in ("cold", "warm"):
+            v = raw.num(f"{p}.{phase}.fetched_per_read")
+            fetched.append(fmt_bytes(v) if v is not None else raw.text(f"{p}.{phase}.fetched_per_read"))
+        rows.append([
+            label,
+            fmt_us(raw.num(f"{p}.cold.p50_us")), fmt_us(raw.num(f"{p}.cold.p99_us")),
+            fmt_us(raw.num(f"{p}.cold.max_us")),
+            fmt_us(raw.num(f"{p}.warm.p50_us")), fmt_us(raw.num(f"{p}.warm.p99_us")),
+            fmt_us(raw.num(f"{p}.warm.max_us")),
+            "—" if key == "plain" else fetched[0],
+            "—" if key == "plain" else fetched[1],
+        ])
+    lines += table(["file", "cold p50", "cold p99", "cold max", "warm p50", "warm p99",
+                    "warm max", "fetched/read cold", "fetched/read warm"], rows)
+    lines.append("")
+    probe = raw.text("f.probe.status")
+    lines.append(
+        f"Sharded inner chunk: {fmt_bytes(sh['inner_chunk_decoded_bytes'])} decoded, "
+        f"{fmt_bytes(sh['inner_chunk_stored_mean'])} stored on average "
+        f"(max {fmt_bytes(sh['inner_chunk_stored_max'])}; shard index "
+        f"{sh['shard_index_bytes']} B)."
+    )
+    if probe == "ok":
+        lines.append(
+            f"Fetch probe (fresh mount, {raw.text('f.probe.reads')} reads each on inner chunks "
+            f"not touched before): {fmt_bytes(raw.num('f.probe.mean_bytes'))} mean, "
+            f"{fmt_bytes(raw.num('f.probe.max_bytes'))} max fetched per read; one 4 KiB "
+            f"C-order read spans {raw.num('f.probe.chunks_per_read'):.1f} inner chunks "
+            "(a 1024-element row of the last axis crosses 1024/128 = 8 inner chunks), so "
+            "the max is "
+            f"{raw.num('f.probe.max_bytes') / (raw.num('f.probe.chunks_per_read') * sh['inner_chunk_stored_mean']):.2f}"
+            "x the stored size of the inner chunks one read spans (1.00x = only those "
+            "chunks fetched; the two-inner-chunk criterion below cannot hold for a 4 KiB "
+            "C-order read of this array)."
+        )
+    else:
+        lines.append(f"Fetch probe: {probe} (the mount has no `user.zarrfs.bytes_fetched` xattr).")
+    lines.append("")
+
+    # -- hierarchy
+    lines.append("## 10,000-array hierarchy (g)")
+    lines.append("")
+    g = lambda k: raw.num(f"g.{k}")  # noqa: E731
+    fs = lambda v: "n/a" if v is None else f"{v:.3f} s"  # noqa: E731
+    rows = [
+        ["`zarrfs mount` (until mounted, cold)", fs(g("mount")), ""],
+        ["`find -type f | wc -l` mount, first walk (cold)", fs(g("find_mount_cold")),
+         f"{raw.text('g.find_mount_count')} files ({raw.text('g.array_files')} arrays, "
+         "the rest hidden sidecars)"],
+        ["`ls -lR` mount, first walk (cold)", fs(g("ls_mount_cold")), ""],
+        ["`ls -lR` mount, warm", fs(g("ls_mount_warm")), ""],
+        ["`find -type f | wc -l` mount, warm", fs(g("find_mount_warm")), ""],
+        ["`find -type f | wc -l` store folder, cold", fs(g("find_store_cold")),
+         f"{raw.text('g.find_store_count')} files"],
+        ["`find -type f | wc -l` store folder, warm", fs(g("find_store_warm")), ""],
+        ["`ls -lR` store folder, cold (reference)", fs(g("ls_store_cold")), ""],
+        ["`ls -lR` store folder, warm (reference)", fs(g("ls_store_warm")), ""],
+    ]
+    lines += table(["operation", "time", "entries"], rows)
+    lines.append("")
+
+    # -- acceptance
+    crit = []
+
+    def add(name: str, measured, threshold: float, higher_better: bool, fmt="{:.2f}") -> None:
+        if measured is None:
+            crit.append([name, "n/a", "", "n/a"])
+            return
+        ok = measured >= threshold if higher_better else measured <= threshold
+        op = "≥" if higher_better else "≤"
+        crit.append([name, fmt.format(measured), f"{op} {fmt.format(threshold)}",
+                     "PASS" if ok else "FAIL"])
+
+    def tput(key):
+        s = raw.num(key)
+        return None if s is None else nbytes / s
+
+    for key in ("zstd", "blosc", "sharded"):
+        add(f"(a)/(c) cold mount / zarrfs cat, {key}", ratio(tput(f"a.{key}"), tput(f"c.{key}")),
+            0.8, True)
+    for key in ("zstd", "sharded"):
+        add(f"(c)/(d) zarrfs cat / tensorstore read-all, {key}",
+            ratio(tput(f"c.{key}"), tput(f"d.tensorstore.{key}.seconds")), 1.0, True)
+    for key in ("raw", "zstd", "blosc", "sharded"):
+        add(f"(b)/(e) warm mount / warm plain file, {key}",
+            ratio(tput(f"b.{key}"), tput("e.warm")), 0.9, True)
+    add("(a)/(e) uncompressed cold mount / cold plain file", ratio(tput("a.raw"), tput("e.cold")),
+        0.5, True)
+    add("(a) F order cold / C order cold, zstd", ratio(tput("a.zstdF"), tput("a.zstd")), 0.5, True)
+    for key in ("zstd", "sharded"):
+        v = raw.num(f"f.{key}.warm.p99_us")
+        add(f"(f) random 4 KiB warm p99, {key} (ms)", None if v is None else v / 1000, 1.0,
+            False, "{:.3f}")
+    mean_inner = sh["inner_chunk_stored_mean"]
+    add("(f) sharded: max store bytes per random read / mean stored inner chunk",
+        ratio(raw.num("f.probe.max_bytes"), mean_inner), 2.0, False)
+    add("(g) `ls -lR` mount / `find` store folder (both first walks, cold)",
+        ratio(g("ls_mount_cold"), g("find_store_cold")), 2.0, False)
+    hwms = [h for k in ("raw", "zstd", "blosc", "sharded", "zstdF")
+            for h in raw.nums(f"h.{k}.vmhwm_kib")]
+    limit = (cache_bytes + 64 * MIB) / MIB
+    add(f"(h) daemon peak RSS at the end of (a), max of {len(hwms)} mounts (MiB)",
+        max(hwms) / 1024 if hwms else None, limit, False, "{:.0f}")
+    lines.append("## Acceptance")
+    lines.append("")
+    lines += table(["criterion", "measured", "target", "result"], crit)
+    passed = sum(1 for c in crit if c[3] == "PASS")
+    lines.append("")
+    lines.append(f"{passed} of {len(crit)} criteria pass.")
+    text = "\n".join(lines) + "\n"
+    with open(sys.argv[3], "w") as fh:
+        fh.write(text)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
