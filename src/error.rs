@@ -87,6 +87,14 @@ impl Error {
     }
 }
 
+/// A failure writing the output stream (`zarrfs cat`, `inspect`).
+pub fn output_error(source: io::Error) -> Error {
+    Error::Io {
+        key: "output".into(),
+        source,
+    }
+}
+
 /// Shorthand for a decode failure whose key is filled in by the caller.
 pub fn corrupt(reason: impl Into<String>) -> Error {
     Error::corrupt("", reason)

@@ -1,6 +1,7 @@
 //! The zarrfs command line: argument parsing, logging, and calls into the library.
 
 use std::io::{BufWriter, Write};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use zarrfs::array::Array;
 use zarrfs::cache::ChunkCache;
+use zarrfs::error::output_error;
 use zarrfs::fs::FsOptions;
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::mount::MountConfig;
@@ -113,8 +115,13 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
     let cache = Arc::new(ChunkCache::new(
         usize::try_from(budget).unwrap_or(usize::MAX),
     ));
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+    zarrfs::mount::tune_allocator();
+    // Straight to file descriptor 1: std's stdout is line-buffered and scans for newlines.
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::Invalid(format!("stdout: {e}")))?;
+    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
     if array.meta.dtype.is_var() {
         write_var_lines(&array, &cache, order, &mut out)?;
     } else {
@@ -123,8 +130,7 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
             .with_prefetch(Prefetcher::new(threads));
         view.write_all(&mut out, 8 << 20)?;
     }
-    out.flush()
-        .map_err(|e| Error::Invalid(format!("write: {e}")))
+    out.flush().map_err(output_error)
 }
 
 fn order_of(order: OrderArg) -> Order {
@@ -193,7 +199,7 @@ fn run(cli: Cli) -> Result<()> {
                 lines.extend(nodes.iter().map(inspect::describe));
                 lines.join("\n")
             };
-            writeln!(out, "{text}").map_err(|e| Error::Invalid(format!("write: {e}")))
+            writeln!(out, "{text}").map_err(output_error)
         }
     }
 }
@@ -205,6 +211,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped early (`zarrfs cat ... | head`) is not an error.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("zarrfs: {e}");
             ExitCode::FAILURE

@@ -139,7 +139,7 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
         return spawn_daemon(&mountpoint);
     }
     block_signals();
-    limit_retained_memory();
+    tune_allocator();
     let name = cfg
         .store
         .canonicalize()
@@ -209,11 +209,17 @@ fn spawn_daemon(mountpoint: &Path) -> Result<()> {
     )))
 }
 
-/// Decoded chunks are large and short-lived; keep glibc from holding freed ones in its
-/// heaps (its adaptive mmap threshold would), so the daemon's memory tracks the cache.
-fn limit_retained_memory() {
-    // SAFETY: mallopt only tunes the allocator; called before the worker threads start.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10) };
+/// Decoded chunks are large and short-lived. Serve them from a few heaps that keep their
+/// pages (a fixed mmap threshold above chunk sizes, no trimming), so that buffers are
+/// reused without page faults, and the fixed arena count bounds what freed memory can
+/// linger beside the cache.
+pub fn tune_allocator() {
+    // SAFETY: mallopt only tunes the allocator; called before worker threads start.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
 }
 
 fn detach_stdout() {

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use crate::array::Array;
 use crate::cache::{ChunkCache, ChunkKey};
 use crate::codec::{reverse_axes, swap_elements, ChunkData};
-use crate::error::{Error, Result};
+use crate::error::{output_error, Error, Result};
 use crate::metadata::{DataType, SwapUnits};
 use crate::prefetch::Prefetcher;
 use crate::region::Region;
@@ -478,8 +478,7 @@ impl View {
         let mut offset = 0u64;
         while offset < self.size() {
             let n = self.read_at(offset, &mut buf)?;
-            out.write_all(&buf[..n])
-                .map_err(|e| Error::Invalid(format!("write: {e}")))?;
+            out.write_all(&buf[..n]).map_err(output_error)?;
             offset += n as u64;
         }
         Ok(())
@@ -534,8 +533,7 @@ pub fn write_var_lines(
                 line.clear();
                 line.push_str(&json_value(&meta.dtype, e));
                 line.push('\n');
-                out.write_all(line.as_bytes())
-                    .map_err(|e| Error::Invalid(format!("write: {e}")))?;
+                out.write_all(line.as_bytes()).map_err(output_error)?;
             }
             Ok(())
         },

@@ -477,6 +477,11 @@ fn listings_stat_xattrs_and_sidecars_match_the_metadata() {
                     xattr(&file, "user.zarr.dtype")
                 )));
             }
+            let fetched =
+                xattr(&file, "user.zarrfs.bytes_fetched").and_then(|v| v.parse::<u64>().ok());
+            if entry["vlen"] == false && fetched.is_none() {
+                failures.push(fail("user.zarrfs.bytes_fetched missing".into()));
+            }
             if xattr(&file, "user.zarr.order").as_deref() != Some("C") {
                 failures.push(fail("user.zarr.order".into()));
             }
@@ -581,6 +586,27 @@ fn write_calls_fail_with_erofs_and_the_mount_keeps_serving() {
         "setxattr"
     );
     assert_eq!(std::fs::read(&file).expect("read after"), before);
+    // statfs answers and reports a read-only filesystem.
+    let c_mp =
+        std::ffi::CString::new(mount.mountpoint.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: a valid C string and a zeroed statvfs to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::statvfs(c_mp.as_ptr(), &mut st) },
+        0,
+        "statvfs"
+    );
+    assert_ne!(st.f_flag & libc::ST_RDONLY, 0, "read-only flag");
+    // Inode numbers agree between readdir and stat, and stay the same.
+    use std::os::unix::fs::{DirEntryExt, MetadataExt};
+    let listed = std::fs::read_dir(&mount.mountpoint)
+        .expect("ls")
+        .map(|e| e.expect("entry"))
+        .find(|e| e.file_name() == "top")
+        .expect("top listed");
+    let ino = std::fs::metadata(&file).expect("stat").ino();
+    assert_eq!(listed.ino(), ino);
+    assert_eq!(std::fs::metadata(&file).expect("stat again").ino(), ino);
     assert!(std::fs::metadata(mount.path("a/b/data")).is_ok());
     assert_eq!(
         std::fs::metadata(mount.path("nope"))

@@ -284,9 +284,17 @@ impl ZarrFs {
 
     /// All extended attributes of `ino`.
     pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {
-        match &self.entry(ino)?.node {
-            Node::Dir(path) | Node::Array(path) => {
-                xattr::attributes(&self.hierarchy, path, self.layout)
+        let entry = self.entry(ino)?;
+        match &entry.node {
+            Node::Dir(path) => xattr::attributes(&self.hierarchy, path, self.layout),
+            Node::Array(path) => {
+                let mut attrs = xattr::attributes(&self.hierarchy, path, self.layout)?;
+                // Bytes read from the store for this array since the mount.
+                if let Ok(Content::Flat(view)) = self.content(&entry).as_deref() {
+                    let fetched = view.array().bytes_fetched().to_string();
+                    attrs.push(("user.zarrfs.bytes_fetched".into(), fetched));
+                }
+                Ok(attrs)
             }
             _ => Ok(vec![]),
         }

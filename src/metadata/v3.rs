@@ -142,3 +142,50 @@ pub fn prefix_of(path: &str) -> String {
         format!("{path}/")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc(extra: Value) -> Value {
+        let mut d = json!({
+            "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "int16",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+            "chunk_key_encoding": {"name": "v2", "configuration": {"separator": "/"}},
+            "fill_value": 7, "codecs": [{"name": "bytes", "configuration": {"endian": "big"}}],
+        });
+        if let (Some(o), Value::Object(e)) = (d.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        d
+    }
+
+    #[test]
+    fn must_understand_extensions_fail_the_node_alone() {
+        let ok = parse_node(
+            &doc(json!({"my_ext": {"must_understand": false}})),
+            "a",
+            "a/zarr.json",
+        );
+        let NodeMetadata::Array(meta) = ok.unwrap() else {
+            panic!("not an array")
+        };
+        assert_eq!(meta.chunk_key(&[1]), "a/1");
+        let bad = parse_node(&doc(json!({"my_ext": {"x": 1}})), "a", "a/zarr.json");
+        assert!(matches!(bad, Err(Error::Unsupported { .. })), "{bad:?}");
+        let transformer = json!({"storage_transformers": [{"name": "t"}]});
+        assert!(matches!(
+            parse_node(&doc(transformer), "a", "k"),
+            Err(Error::Unsupported { .. })
+        ));
+        let grid = json!({"chunk_grid": {"name": "rectilinear", "configuration": {}}});
+        assert!(matches!(
+            parse_node(&doc(grid), "a", "k"),
+            Err(Error::Unsupported { .. })
+        ));
+        let bad_sep =
+            json!({"chunk_key_encoding": {"name": "default", "configuration": {"separator": "-"}}});
+        assert!(parse_node(&doc(bad_sep), "a", "k").is_err());
+    }
+}
