@@ -50,6 +50,17 @@ macro_rules! reply {
     };
 }
 
+/// Handlers for every call that would change the store: each answers `EROFS`.
+macro_rules! read_only {
+    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $reply:ty;)*) => {
+        $(
+            fn $name(&mut self, _req: &Request<'_>, $($arg: $ty,)* reply: $reply) {
+                reply.error(libc::EROFS)
+            }
+        )*
+    };
+}
+
 impl FuseAdapter {
     pub fn new(fs: Arc<ZarrFs>, threads: usize) -> FuseAdapter {
         let (jobs, rx) = channel::<Job>();
@@ -219,130 +230,26 @@ impl Filesystem for FuseAdapter {
         reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
     }
 
-    fn setattr(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        _size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<u64>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<u32>,
-        reply: ReplyAttr,
-    ) {
-        reply.error(libc::EROFS)
-    }
-
-    fn mknod(
-        &mut self,
-        _r: &Request<'_>,
-        _p: u64,
-        _n: &OsStr,
-        _m: u32,
-        _u: u32,
-        _d: u32,
-        reply: ReplyEntry,
-    ) {
-        reply.error(libc::EROFS)
-    }
-
-    fn mkdir(
-        &mut self,
-        _r: &Request<'_>,
-        _p: u64,
-        _n: &OsStr,
-        _m: u32,
-        _u: u32,
-        reply: ReplyEntry,
-    ) {
-        reply.error(libc::EROFS)
-    }
-
-    fn unlink(&mut self, _r: &Request<'_>, _p: u64, _n: &OsStr, reply: ReplyEmpty) {
-        reply.error(libc::EROFS)
-    }
-
-    fn rmdir(&mut self, _r: &Request<'_>, _p: u64, _n: &OsStr, reply: ReplyEmpty) {
-        reply.error(libc::EROFS)
-    }
-
-    fn symlink(
-        &mut self,
-        _r: &Request<'_>,
-        _p: u64,
-        _n: &OsStr,
-        _l: &std::path::Path,
-        reply: ReplyEntry,
-    ) {
-        reply.error(libc::EROFS)
-    }
-
-    fn rename(
-        &mut self,
-        _r: &Request<'_>,
-        _p: u64,
-        _n: &OsStr,
-        _np: u64,
-        _nn: &OsStr,
-        _f: u32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(libc::EROFS)
-    }
-
-    fn link(&mut self, _r: &Request<'_>, _i: u64, _np: u64, _nn: &OsStr, reply: ReplyEntry) {
-        reply.error(libc::EROFS)
-    }
-
-    fn write(
-        &mut self,
-        _r: &Request<'_>,
-        _i: u64,
-        _fh: u64,
-        _o: i64,
-        _d: &[u8],
-        _wf: u32,
-        _f: i32,
-        _l: Option<u64>,
-        reply: ReplyWrite,
-    ) {
-        reply.error(libc::EROFS)
-    }
-
-    fn create(
-        &mut self,
-        _r: &Request<'_>,
-        _p: u64,
-        _n: &OsStr,
-        _m: u32,
-        _u: u32,
-        _f: i32,
-        reply: ReplyCreate,
-    ) {
-        reply.error(libc::EROFS)
-    }
-
-    fn setxattr(
-        &mut self,
-        _r: &Request<'_>,
-        _i: u64,
-        _n: &OsStr,
-        _v: &[u8],
-        _f: i32,
-        _p: u32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(libc::EROFS)
-    }
-
-    fn removexattr(&mut self, _r: &Request<'_>, _i: u64, _n: &OsStr, reply: ReplyEmpty) {
-        reply.error(libc::EROFS)
+    read_only! {
+        fn setattr(
+            _ino: u64, _mode: Option<u32>, _uid: Option<u32>, _gid: Option<u32>,
+            _size: Option<u64>, _atime: Option<TimeOrNow>, _mtime: Option<TimeOrNow>,
+            _ctime: Option<SystemTime>, _fh: Option<u64>, _crtime: Option<SystemTime>,
+            _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>, _flags: Option<u32>
+        ) -> ReplyAttr;
+        fn mknod(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32) -> ReplyEntry;
+        fn mkdir(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32) -> ReplyEntry;
+        fn unlink(_parent: u64, _name: &OsStr) -> ReplyEmpty;
+        fn rmdir(_parent: u64, _name: &OsStr) -> ReplyEmpty;
+        fn symlink(_parent: u64, _name: &OsStr, _link: &std::path::Path) -> ReplyEntry;
+        fn rename(_parent: u64, _name: &OsStr, _newparent: u64, _newname: &OsStr, _flags: u32) -> ReplyEmpty;
+        fn link(_ino: u64, _newparent: u64, _newname: &OsStr) -> ReplyEntry;
+        fn write(
+            _ino: u64, _fh: u64, _offset: i64, _data: &[u8], _write_flags: u32, _flags: i32,
+            _lock_owner: Option<u64>
+        ) -> ReplyWrite;
+        fn create(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32, _flags: i32) -> ReplyCreate;
+        fn setxattr(_ino: u64, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32) -> ReplyEmpty;
+        fn removexattr(_ino: u64, _name: &OsStr) -> ReplyEmpty;
     }
 }

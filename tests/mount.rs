@@ -312,6 +312,21 @@ fn random_preads_match_the_expected_bytes() {
     );
 }
 
+/// Run a Python snippet with the test venv's Python; its stdout.
+fn run_python(script: &str) -> String {
+    let out = Command::new(test_python())
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 fn test_python() -> String {
     std::env::var("ZARRFS_TEST_PYTHON")
         .expect("ZARRFS_TEST_PYTHON must name a Python with numpy (scripts/test.sh sets it)")
@@ -331,17 +346,7 @@ fn numpy_memmap_reads_the_right_values() {
          print(repr(float(a[3, 100, 200])), repr(float(a[-1, -1, -1])))\n",
         file = mount.path("field").to_string_lossy()
     );
-    let out = Command::new(test_python())
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .expect("python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let text = run_python(&script);
     let mut lines = text.lines();
     assert_eq!(lines.next(), entry["sha256"]["C_little"].as_str());
     // The same two elements decoded from `zarrfs cat`.
@@ -884,17 +889,7 @@ fn readme_demo_mounts_a_readable_hierarchy() {
         store = dir.join("demo.zarr").to_string_lossy(),
         mnt = mp.to_string_lossy()
     );
-    let out = Command::new(test_python())
-        .arg("-c")
-        .arg(&script)
-        .output()
-        .expect("python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    assert_eq!(run_python(&script).lines().count(), 3);
     let status = Command::new(zarrfs())
         .arg("umount")
         .arg(&mp)
