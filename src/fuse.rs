@@ -26,6 +26,8 @@ type Job = Box<dyn FnOnce() + Send>;
 pub struct FuseAdapter {
     fs: Arc<ZarrFs>,
     jobs: Sender<Job>,
+    /// Run once, on the first request after the kernel has taken the INIT reply.
+    after_init: Option<Job>,
     uid: u32,
     gid: u32,
     mounted_at: SystemTime,
@@ -78,9 +80,22 @@ impl FuseAdapter {
         FuseAdapter {
             fs,
             jobs,
+            after_init: None,
             uid: unsafe { libc::getuid() },
             gid: unsafe { libc::getgid() },
             mounted_at: SystemTime::now(),
+        }
+    }
+
+    /// Something to do once the mount is fully set up (kernel settings that INIT resets).
+    pub fn after_init(mut self, job: impl FnOnce() + Send + 'static) -> Self {
+        self.after_init = Some(Box::new(job));
+        self
+    }
+
+    fn started(&mut self) {
+        if let Some(job) = self.after_init.take() {
+            job();
         }
     }
 
@@ -116,6 +131,7 @@ impl Filesystem for FuseAdapter {
     }
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        self.started();
         let result = self.fs.lookup(parent, &name.to_string_lossy());
         reply!(reply, "lookup", result, |a| reply.entry(
             &TTL,
@@ -125,6 +141,7 @@ impl Filesystem for FuseAdapter {
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        self.started();
         reply!(reply, "getattr", self.fs.getattr(ino), |a| reply
             .attr(&TTL, &self.attr(&a)))
     }

@@ -19,6 +19,9 @@ use crate::{Error, Result};
 /// the mount is up.
 const READY_ENV: &str = "ZARRFS_READY_PIPE";
 
+/// Kernel readahead for the mount: several 1 MiB requests in flight for sequential readers.
+const READAHEAD_KIB: u32 = 4096;
+
 /// Everything `zarrfs mount` needs.
 pub struct MountConfig {
     pub store: PathBuf,
@@ -76,22 +79,37 @@ fn mount_options(store: &Path, extra: &[String]) -> Vec<MountOption> {
     options
 }
 
-/// Whether `path` is a mount point now.
-fn is_mounted(path: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
+/// The `major:minor` device of the mount at `path`, if `path` is a mount point now.
+fn mounted_device(path: &Path) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let target = path.to_string_lossy();
-    info.lines().any(|line| {
-        line.split(' ')
-            .nth(4)
-            .map(|p| {
-                p.replace("\\040", " ")
-                    .replace("\\011", "\t")
-                    .replace("\\134", "\\")
-            })
-            .is_some_and(|p| p == target)
+    info.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let point = fields
+            .get(4)?
+            .replace("\\040", " ")
+            .replace("\\011", "\t")
+            .replace("\\134", "\\");
+        (point == target)
+            .then(|| fields.get(2).map(|d| d.to_string()))
+            .flatten()
     })
+}
+
+fn is_mounted(path: &Path) -> bool {
+    mounted_device(path).is_some()
+}
+
+/// Let the kernel read ahead `kib` KiB on this mount (its default is 128 KiB, which also
+/// caps FUSE read requests). Best effort: it needs root and sysfs.
+fn raise_readahead(mountpoint: &Path, kib: u32) {
+    let Some(device) = mounted_device(mountpoint) else {
+        return;
+    };
+    let knob = format!("/sys/class/bdi/{device}/read_ahead_kb");
+    if let Err(e) = std::fs::write(&knob, kib.to_string()) {
+        log::info!("{knob}: {e} (kernel readahead stays at its default)");
+    }
 }
 
 /// The checks that must fail before going to the background.
@@ -149,7 +167,9 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
     let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs, &name));
-    let adapter = FuseAdapter::new(fs, cfg.threads);
+    let ra_mountpoint = mountpoint.clone();
+    let adapter = FuseAdapter::new(fs, cfg.threads)
+        .after_init(move || raise_readahead(&ra_mountpoint, READAHEAD_KIB));
     let options = mount_options(&cfg.store, &cfg.options);
     let mut session = fuser::Session::new(adapter, &mountpoint, &options)
         .map_err(|e| Error::Invalid(format!("mount {}: {e}", mountpoint.display())))?;
