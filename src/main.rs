@@ -14,7 +14,7 @@ use zarrfs::error::output_error;
 use zarrfs::fs::FsOptions;
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::mount::MountConfig;
-use zarrfs::prefetch::Prefetcher;
+use zarrfs::prefetch::{Prefetcher, PREFETCH_PER_CORE};
 use zarrfs::store::FolderStore;
 use zarrfs::view::{write_var_lines, Layout, Order, View};
 use zarrfs::{inspect, Error, Result};
@@ -127,7 +127,7 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
     } else {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
         let view = View::new(array, cache, Layout { order, big_endian })?
-            .with_prefetch(Prefetcher::new(threads));
+            .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE));
         view.write_all(&mut out, 8 << 20)?;
     }
     out.flush().map_err(output_error)
@@ -164,7 +164,7 @@ fn run(cli: Cli) -> Result<()> {
                         big_endian: matches!(endian, EndianArg::Big),
                     },
                     cache_bytes: cache_size,
-                    prefetch_threads: threads,
+                    prefetch_threads: threads * PREFETCH_PER_CORE,
                 },
                 threads,
                 options,

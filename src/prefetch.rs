@@ -10,6 +10,9 @@ use parking_lot::Mutex;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// Prefetch threads per core: a chunk's read from a cold disk overlaps another's decode.
+pub const PREFETCH_PER_CORE: usize = 2;
+
 pub struct Prefetcher {
     jobs: Sender<Job>,
     queued: Arc<AtomicUsize>,

@@ -226,6 +226,8 @@ fn range_boxes(shape: &[u64], first: u64, last: u64) -> Vec<(Vec<u64>, Vec<u64>)
 struct Readahead {
     end: u64,
     window: u64,
+    /// Reads in a row that continued the previous ones.
+    streak: u32,
 }
 
 /// Decodes read units into the file's layout; shared with prefetch jobs.
@@ -294,6 +296,7 @@ impl View {
             readahead: Mutex::new(Readahead {
                 end: 0,
                 window: MIN_WINDOW,
+                streak: 1,
             }),
             max_window,
         })
@@ -360,16 +363,23 @@ impl View {
         }
         let ahead = {
             let mut ra = self.readahead.lock();
-            let slack = ra.window.max(4 * len);
+            // A stream must be established (two reads that continue each other) before
+            // reads may arrive out of order within the window: random readers get no
+            // readahead.
+            let slack = if ra.streak >= 2 { ra.window } else { len };
             let sequential = offset <= ra.end + slack && offset + len + slack >= ra.end;
             if sequential {
                 ra.end = ra.end.max(offset + len);
-                ra.window = (ra.window * 2).min(self.max_window);
+                ra.streak = ra.streak.saturating_add(1);
+                if ra.streak >= 2 {
+                    ra.window = (ra.window * 2).min(self.max_window);
+                }
             } else {
                 ra.end = offset + len;
                 ra.window = MIN_WINDOW;
+                ra.streak = u32::from(offset == 0);
             }
-            sequential.then(|| (ra.end, (ra.end + ra.window).min(self.size())))
+            (ra.streak >= 2).then(|| (ra.end, (ra.end + ra.window).min(self.size())))
         };
         if let Some((from, to)) = ahead.filter(|(f, t)| f < t) {
             let units = self.units(from / item, to.div_ceil(item), MAX_PREFETCH_UNITS);

@@ -64,6 +64,12 @@ pub struct ZarrFs {
 
 const GROUP_SIDECAR: &str = ".group.json";
 
+/// Of the memory given to chunks (`--cache-size`), what decoded chunks may keep: the
+/// rest (a sixteenth, at most 64 MiB) is for chunks being read and decoded.
+fn cached_bytes(cache_size: usize) -> usize {
+    cache_size - (cache_size / 16).min(64 << 20)
+}
+
 fn join(parent: &str, name: &str) -> String {
     if parent.is_empty() {
         name.to_string()
@@ -94,7 +100,7 @@ impl ZarrFs {
             });
         ZarrFs {
             hierarchy,
-            cache: Arc::new(ChunkCache::new(options.cache_bytes)),
+            cache: Arc::new(ChunkCache::new(cached_bytes(options.cache_bytes))),
             prefetcher: Prefetcher::new(options.prefetch_threads),
             layout: options.layout,
             inodes: Inodes::new(),
