@@ -22,6 +22,10 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 
 type Job = Box<dyn FnOnce() + Send>;
 
+thread_local! {
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The FUSE side of a mount.
 pub struct FuseAdapter {
     fs: Arc<ZarrFs>,
@@ -167,8 +171,13 @@ impl Filesystem for FuseAdapter {
     ) {
         let fs = self.fs.clone();
         let job: Job = Box::new(move || {
-            let result = fs.read(ino, offset.max(0) as u64, size as usize);
-            reply!(reply, "read", result, |data| reply.data(&data))
+            // Each worker keeps one reply buffer: no allocation per request.
+            READ_BUFFER.with_borrow_mut(|buf| {
+                buf.resize(buf.len().max(size as usize), 0);
+                let buf = &mut buf[..size as usize];
+                let result = fs.read_into(ino, offset.max(0) as u64, buf);
+                reply!(reply, "read", result, |n| reply.data(&buf[..n]))
+            })
         });
         if let Err(e) = self.jobs.send(job) {
             (e.0)();

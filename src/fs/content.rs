@@ -29,19 +29,15 @@ impl Content {
         }
     }
 
-    pub fn read(&self, offset: u64, size: usize) -> Result<Vec<u8>> {
+    /// Fill `buf` from `offset`; the bytes written (short or none at end of file).
+    pub fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match self {
-            Content::Flat(view) => {
-                let len = size.min(view.size().saturating_sub(offset) as usize);
-                let mut buf = vec![0u8; len];
-                let n = view.read_at(offset, &mut buf)?;
-                buf.truncate(n);
-                Ok(buf)
-            }
+            Content::Flat(view) => view.read_at(offset, buf),
             Content::Bytes(b) => {
                 let start = (offset as usize).min(b.len());
-                let end = start.saturating_add(size).min(b.len());
-                Ok(b[start..end].to_vec())
+                let n = buf.len().min(b.len() - start);
+                buf[..n].copy_from_slice(&b[start..start + n]);
+                Ok(n)
             }
         }
     }

@@ -4,6 +4,8 @@
 
 mod content;
 mod inode;
+#[cfg(test)]
+mod tests;
 mod xattr;
 
 use std::sync::Arc;
@@ -129,6 +131,7 @@ impl ZarrFs {
                 names.push((name, Node::Dir(path)));
             }
         }
+        names.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(names)
     }
 
@@ -284,8 +287,16 @@ impl ZarrFs {
 
     /// Up to `size` bytes from `offset`; short or empty at end of file.
     pub fn read(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; size];
+        let n = self.read_into(ino, offset, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Fill `buf` from `offset`; the bytes written (short or none at end of file).
+    pub fn read_into(&self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let entry = self.entry(ino)?;
-        self.content(&entry)?.read(offset, size)
+        self.content(&entry)?.read_into(offset, buf)
     }
 
     /// All extended attributes of `ino`.

@@ -1,0 +1,114 @@
+//! The filesystem core without a mount, over the demo hierarchy.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::hierarchy::Hierarchy;
+use crate::store::FolderStore;
+use crate::view::Order;
+
+fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
+    let dir = std::env::temp_dir().join(format!(
+        "zarrfs-fs-{}-{:?}-{order:?}-{big_endian}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    crate::demo::write(&dir).unwrap();
+    let store = Arc::new(FolderStore::open(&dir).unwrap());
+    let options = FsOptions {
+        layout: Layout { order, big_endian },
+        cache_bytes: 1 << 20,
+        prefetch_threads: 1,
+    };
+    let fs = ZarrFs::new(Hierarchy::open(store).unwrap(), options, "demo.zarr");
+    (dir, fs)
+}
+
+fn names(fs: &ZarrFs, ino: u64) -> Vec<String> {
+    fs.readdir(ino)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect()
+}
+
+#[test]
+fn lookup_readdir_getattr_and_errors() {
+    let (dir, fs) = demo_fs(Order::C, false);
+    assert_eq!(
+        names(&fs, ROOT),
+        [
+            ".group.json",
+            ".temperature.json",
+            "legacy",
+            "surface",
+            "temperature"
+        ]
+    );
+    let legacy = fs.lookup(ROOT, "legacy").unwrap();
+    assert_eq!((legacy.kind, legacy.perm), (FileKind::Directory, 0o555));
+    assert_eq!(
+        names(&fs, legacy.ino),
+        [".counts.json", ".group.json", "counts"]
+    );
+    let temp = fs.lookup(ROOT, "temperature").unwrap();
+    assert_eq!(
+        (temp.kind, temp.perm, temp.size),
+        (FileKind::File, 0o444, 24 * 90 * 180 * 4)
+    );
+    // Stable inode numbers: lookup again and via readdir.
+    assert_eq!(fs.lookup(ROOT, "temperature").unwrap().ino, temp.ino);
+    let listed = fs.readdir(ROOT).unwrap();
+    assert!(listed
+        .iter()
+        .any(|e| e.name == "temperature" && e.ino == temp.ino));
+    assert_eq!(fs.parent(legacy.ino).unwrap(), ROOT);
+    for missing in ["nope", ".nope.json", "..", "a/b"] {
+        let err = fs.lookup(ROOT, missing).unwrap_err();
+        assert_eq!(err.errno(), libc::ENOENT, "{missing}");
+    }
+    assert_eq!(fs.getattr(9999).unwrap_err().errno(), libc::ENOENT);
+    assert_eq!(
+        fs.getxattr(temp.ino, "user.nope").unwrap_err().errno(),
+        libc::ENODATA
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn reads_xattrs_and_sidecars() {
+    let (dir, fs) = demo_fs(Order::F, true);
+    let counts_dir = fs.lookup(ROOT, "legacy").unwrap().ino;
+    let counts = fs.lookup(counts_dir, "counts").unwrap();
+    fs.open(counts.ino).unwrap();
+    // counts[i][j] = (100 i + j) * 7 % 1000, as the demo writes it; F order, big-endian.
+    let all = fs.read(counts.ino, 0, counts.size as usize + 10).unwrap();
+    assert_eq!(all.len(), 40_000);
+    let at =
+        |i: usize, j: usize| u32::from_be_bytes(all[(j * 100 + i) * 4..][..4].try_into().unwrap());
+    for (i, j) in [(0, 0), (3, 7), (99, 99), (42, 1)] {
+        assert_eq!(at(i, j), ((i * 100 + j) * 7 % 1000) as u32, "({i}, {j})");
+    }
+    // Reads at and past the end, and one that splits an element.
+    assert!(fs.read(counts.ino, 40_000, 10).unwrap().is_empty());
+    assert_eq!(fs.read(counts.ino, 39_998, 10).unwrap(), all[39_998..]);
+    assert_eq!(fs.read(counts.ino, 4_001, 6).unwrap(), all[4_001..4_007]);
+    let xattr = |name: &str| String::from_utf8(fs.getxattr(counts.ino, name).unwrap()).unwrap();
+    assert_eq!(xattr("user.zarr.shape"), "100,100");
+    assert_eq!(xattr("user.zarr.dtype"), ">u4");
+    assert_eq!(xattr("user.zarr.order"), "F");
+    assert_eq!(xattr("user.zarr.zarr_format"), "3");
+    assert!(xattr("user.zarrfs.bytes_fetched").parse::<u64>().unwrap() > 0);
+    let sidecar = fs.lookup(counts_dir, ".counts.json").unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs.read(sidecar.ino, 0, 1 << 20).unwrap()).unwrap();
+    assert_eq!(doc["shape"], serde_json::json!([100, 100]));
+    assert_eq!(doc["file"]["dtype"], ">u4");
+    assert_eq!(doc["attributes"]["description"], "a Zarr v2 array");
+    let group = fs.lookup(counts_dir, ".group.json").unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&fs.read(group.ino, 0, 1 << 20).unwrap()).unwrap();
+    assert_eq!(doc["kind"], "implicit group");
+    let _ = std::fs::remove_dir_all(dir);
+}
