@@ -680,27 +680,28 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn foreground_mount(store: &Path, mountpoint: &Path, log: &Path) -> std::process::Child {
+/// `zarrfs mount -f` of a fixture store as a child of the test, once it is mounted:
+/// the folder holding the mountpoint, the mountpoint, the daemon.
+fn foreground_mount(tag: &str) -> (TempDir, PathBuf, std::process::Child) {
+    let m = Manifest::load();
+    let tmp = TempDir::new(tag);
+    let mp = tmp.path().join("mnt");
+    std::fs::create_dir(&mp).expect("mkdir");
     let child = Command::new(zarrfs())
         .arg("mount")
         .arg("-f")
-        .arg(store)
-        .arg(mountpoint)
-        .stderr(std::fs::File::create(log).expect("log"))
+        .arg(m.store_dir("v3_consolidated"))
+        .arg(&mp)
+        .stderr(std::fs::File::create(tmp.path().join("log")).expect("log"))
         .spawn()
         .expect("spawn zarrfs mount -f");
-    wait_until("the mount", || mounted(mountpoint));
-    child
+    wait_until("the mount", || mounted(&mp));
+    (tmp, mp, child)
 }
 
 #[test]
 fn sigterm_unmounts_and_exits_zero() {
-    let m = Manifest::load();
-    let tmp = TempDir::new("sigterm");
-    let dir = tmp.path().to_path_buf();
-    let mp = dir.join("mnt");
-    std::fs::create_dir(&mp).expect("mkdir");
-    let mut child = foreground_mount(&m.store_dir("v3_consolidated"), &mp, &dir.join("log"));
+    let (_tmp, mp, mut child) = foreground_mount("sigterm");
     let _unmount = Unmount(&mp);
     assert!(std::fs::read(mp.join("top")).is_ok());
     // SAFETY: signalling our own child.
@@ -712,12 +713,7 @@ fn sigterm_unmounts_and_exits_zero() {
 
 #[test]
 fn after_sigkill_umount_clears_the_stale_mount() {
-    let m = Manifest::load();
-    let tmp = TempDir::new("sigkill");
-    let dir = tmp.path().to_path_buf();
-    let mp = dir.join("mnt");
-    std::fs::create_dir(&mp).expect("mkdir");
-    let mut child = foreground_mount(&m.store_dir("v3_consolidated"), &mp, &dir.join("log"));
+    let (_tmp, mp, mut child) = foreground_mount("sigkill");
     let _unmount = Unmount(&mp);
     child.kill().expect("SIGKILL");
     child.wait().expect("wait");
