@@ -17,7 +17,6 @@ pub struct Prefetcher {
     jobs: Sender<Job>,
     queued: Arc<AtomicUsize>,
     limit: usize,
-    threads: usize,
 }
 
 impl Prefetcher {
@@ -45,12 +44,7 @@ impl Prefetcher {
             jobs,
             queued,
             limit: 256,
-            threads,
         })
-    }
-
-    pub fn threads(&self) -> usize {
-        self.threads
     }
 
     /// Queue `job`; false (and nothing queued) when the queue is full.

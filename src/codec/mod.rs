@@ -196,10 +196,6 @@ impl CodecChain {
         })
     }
 
-    pub fn repr(&self) -> &ChunkRepr {
-        &self.repr
-    }
-
     /// The largest encoded chunk, when bounded.
     pub fn max_encoded_len(&self) -> Option<usize> {
         let last = *self.limits.last()?;

@@ -135,10 +135,6 @@ impl ZarrFs {
         Ok(names)
     }
 
-    pub fn cache(&self) -> &Arc<ChunkCache> {
-        &self.cache
-    }
-
     fn entry(&self, ino: u64) -> Result<Arc<Entry>> {
         self.inodes
             .get(ino)

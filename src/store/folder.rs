@@ -32,10 +32,6 @@ impl FolderStore {
         Ok(FolderStore { root: canonical })
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Map a key to a path inside the root, refusing anything that could leave it.
     fn resolve(&self, key: &str) -> Result<PathBuf> {
         if key.contains('\0') || key.starts_with('/') || key.contains('\\') {
