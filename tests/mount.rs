@@ -104,6 +104,15 @@ impl Mount {
     }
 }
 
+/// `zarrfs umount MOUNTPOINT`.
+fn umount(mountpoint: &Path) -> std::process::ExitStatus {
+    Command::new(zarrfs())
+        .arg("umount")
+        .arg(mountpoint)
+        .status()
+        .expect("run zarrfs umount")
+}
+
 /// Unmounts a mount made by someone else (a script) when dropped, even after a panic.
 struct Unmount<'a>(&'a Path);
 
@@ -720,12 +729,7 @@ fn after_sigkill_umount_clears_the_stale_mount() {
     assert!(mounted(&mp), "a killed daemon leaves its mount behind");
     let err = std::fs::read_dir(&mp).err().and_then(|e| e.raw_os_error());
     assert_eq!(err, Some(libc::ENOTCONN), "stale mount");
-    let status = Command::new(zarrfs())
-        .arg("umount")
-        .arg(&mp)
-        .status()
-        .expect("umount");
-    assert!(status.success());
+    assert!(umount(&mp).success(), "zarrfs umount");
     assert!(!mounted(&mp));
     assert_eq!(std::fs::read_dir(&mp).expect("plain dir again").count(), 0);
 }
@@ -886,10 +890,5 @@ fn readme_demo_mounts_a_readable_hierarchy() {
         mnt = mp.to_string_lossy()
     );
     assert_eq!(run_python(&script).lines().count(), 3);
-    let status = Command::new(zarrfs())
-        .arg("umount")
-        .arg(&mp)
-        .status()
-        .expect("umount");
-    assert!(status.success());
+    assert!(umount(&mp).success(), "zarrfs umount");
 }
