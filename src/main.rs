@@ -115,7 +115,7 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
     let cache = Arc::new(ChunkCache::new(
         usize::try_from(budget).unwrap_or(usize::MAX),
     ));
-    zarrfs::mount::tune_allocator();
+    zarrfs::memory::tune_allocator();
     // Straight to file descriptor 1: std's stdout is line-buffered and scans for newlines.
     let fd = std::io::stdout()
         .as_fd()

@@ -157,7 +157,7 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
         return spawn_daemon(&mountpoint);
     }
     block_signals();
-    tune_allocator();
+    crate::memory::tune_allocator();
     let name = cfg
         .store
         .canonicalize()
@@ -227,19 +227,6 @@ fn spawn_daemon(mountpoint: &Path) -> Result<()> {
         "mounting at {} failed ({status})",
         mountpoint.display()
     )))
-}
-
-/// Decoded chunks are large and short-lived. Serve them from a few heaps that keep their
-/// pages (a fixed mmap threshold above chunk sizes, no trimming), so that buffers are
-/// reused without page faults, and the fixed arena count bounds what freed memory can
-/// linger beside the cache.
-pub fn tune_allocator() {
-    // SAFETY: mallopt only tunes the allocator; called before worker threads start.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-    }
 }
 
 fn detach_stdout() {

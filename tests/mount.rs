@@ -781,18 +781,14 @@ fn a_corrupt_chunk_fails_only_its_own_reads() {
     copy_dir(&m.store_dir("v3"), &store);
     copy_dir(&m.store_dir("v3_large").join("field"), &store.join("field"));
     let entry = arrays_of(&m, "v3_large")[0];
-    let dims: Vec<u64> = entry["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    let chunks: Vec<u64> = entry["chunks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let u64s = |v: &Value| -> Vec<u64> {
+        v.as_array()
+            .expect("list")
+            .iter()
+            .map(|d| d.as_u64().expect("integer"))
+            .collect()
+    };
+    let (dims, chunks) = (u64s(&entry["shape"]), u64s(&entry["chunks"]));
     assert_eq!(dims.len(), 3);
     let item = entry["itemsize"].as_u64().unwrap();
     // Chunk (1, 2, 3): cut in half (zstd without a checksum may not notice flipped bytes).
