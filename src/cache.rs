@@ -1,5 +1,8 @@
 //! The decoded-chunk cache: an LRU with a byte budget. Concurrent misses of one chunk
-//! decode it once: the first caller loads, the others wait for its result.
+//! decode it once: the first caller loads, the others wait for its result. A chunk whose
+//! every byte has been handed out leaves the cache at once (readers keep what they
+//! were given, the kernel's page cache for a mount), so streaming an array reuses a few
+//! chunks' worth of memory instead of filling the budget.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,8 +22,14 @@ struct Pending {
     cv: Condvar,
 }
 
+struct Entry {
+    chunk: Arc<ChunkData>,
+    /// Bytes of the chunk handed out so far.
+    served: usize,
+}
+
 struct Inner {
-    lru: LruCache<ChunkKey, Arc<ChunkData>>,
+    lru: LruCache<ChunkKey, Entry>,
     used: usize,
 }
 
@@ -53,7 +62,22 @@ impl ChunkCache {
 
     /// The cached chunk, without loading.
     pub fn peek(&self, key: &ChunkKey) -> Option<Arc<ChunkData>> {
-        self.inner.lock().lru.get(key).cloned()
+        self.inner.lock().lru.get(key).map(|e| e.chunk.clone())
+    }
+
+    /// Note that `bytes` more of the chunk at `key` were handed out; once all of it has
+    /// been, drop it.
+    pub fn served(&self, key: &ChunkKey, bytes: usize) {
+        let mut inner = self.inner.lock();
+        let Some(entry) = inner.lru.peek_mut(key) else {
+            return;
+        };
+        entry.served += bytes;
+        let size = entry.chunk.mem_size();
+        if entry.served >= size {
+            inner.lru.pop(key);
+            inner.used -= size;
+        }
     }
 
     /// Whether `key` is cached or being loaded (does not touch the LRU order).
@@ -117,13 +141,13 @@ impl ChunkCache {
             return;
         }
         let mut inner = self.inner.lock();
-        if let Some(old) = inner.lru.put(key, chunk) {
-            inner.used -= old.mem_size();
+        if let Some(old) = inner.lru.put(key, Entry { chunk, served: 0 }) {
+            inner.used -= old.chunk.mem_size();
         }
         inner.used += size;
         while inner.used > self.budget {
             match inner.lru.pop_lru() {
-                Some((_, old)) => inner.used -= old.mem_size(),
+                Some((_, old)) => inner.used -= old.chunk.mem_size(),
                 None => break,
             }
         }

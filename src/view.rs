@@ -118,9 +118,9 @@ fn for_each_run(
     Ok(())
 }
 
-/// The units (read-unit grid indices) of the bounding box of file elements
-/// `[first, last)`, in file order, at most `limit` of them.
-fn units_in_box(
+/// The units (read-unit grid indices) that file elements `[first, last)` touch, in file
+/// order, at most `limit` of them.
+fn units_touched(
     shape: &[u64],
     unit: &[u64],
     order: Order,
@@ -128,44 +128,35 @@ fn units_in_box(
     last: u64,
     limit: usize,
 ) -> Vec<Vec<u64>> {
-    let n = shape.len();
-    if last <= first {
-        return vec![];
-    }
-    if n == 0 {
-        return vec![vec![]];
-    }
-    let axes = file_axes(order, n);
-    let (mut a, mut b) = (vec![0; n], vec![0; n]);
-    unravel(first, shape, &axes, &mut a);
-    unravel(last - 1, shape, &axes, &mut b);
-    // Once the two ends differ on an axis, every faster axis is covered whole.
-    let (mut lo, mut hi) = (vec![0; n], vec![0; n]);
-    let mut diverged = false;
-    for &ax in &axes {
-        if diverged {
-            hi[ax] = (shape[ax] - 1) / unit[ax];
-        } else {
-            lo[ax] = a[ax] / unit[ax];
-            hi[ax] = b[ax] / unit[ax];
-            diverged = a[ax] != b[ax];
-        }
-    }
+    let axes = file_axes(order, shape.len());
+    let to_file = |v: &[u64]| -> Vec<u64> { axes.iter().map(|&a| v[a]).collect() };
+    let (shape_f, unit_f) = (to_file(shape), to_file(unit));
+    let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    let mut idx = lo.clone();
-    'outer: loop {
-        out.push(idx.clone());
-        if out.len() >= limit {
+    for (lo, hi) in range_boxes(&shape_f, first, last.min(shape.iter().product())) {
+        let ulo: Vec<u64> = lo.iter().zip(&unit_f).map(|(l, u)| l / u).collect();
+        let uhi: Vec<u64> = hi.iter().zip(&unit_f).map(|(h, u)| (h - 1) / u).collect();
+        let mut u = ulo.clone();
+        'units: loop {
+            let mut idx = vec![0; u.len()];
+            for (k, &a) in axes.iter().enumerate() {
+                idx[a] = u[k];
+            }
+            if seen.insert(idx.clone()) {
+                out.push(idx);
+                if out.len() >= limit {
+                    return out;
+                }
+            }
+            for k in (0..u.len()).rev() {
+                if u[k] < uhi[k] {
+                    u[k] += 1;
+                    continue 'units;
+                }
+                u[k] = ulo[k];
+            }
             break;
         }
-        for &ax in axes.iter().rev() {
-            if idx[ax] < hi[ax] {
-                idx[ax] += 1;
-                continue 'outer;
-            }
-            idx[ax] = lo[ax];
-        }
-        break;
     }
     out
 }
@@ -281,7 +272,7 @@ impl View {
         };
         let reverse = layout.order == Order::F && array.meta.shape.len() > 1;
         let elements = array.meta.shape.iter().product();
-        let max_window = (cache.budget() as u64 / 4).clamp(MIN_WINDOW, 256 << 20);
+        let max_window = (cache.budget() as u64 / 4).clamp(MIN_WINDOW, 64 << 20);
         Ok(View {
             loader: Arc::new(UnitLoader {
                 array,
@@ -320,7 +311,7 @@ impl View {
     fn units(&self, first: u64, last: u64, limit: usize) -> Vec<Vec<u64>> {
         let array = &self.loader.array;
         let order = self.loader.layout.order;
-        units_in_box(
+        units_touched(
             &array.meta.shape,
             array.unit_shape(),
             order,
@@ -398,11 +389,12 @@ impl View {
         let item = self.loader.item as u64;
         let (first, last) = (offset / item, (offset + len as u64).div_ceil(item));
         if offset == first * item && offset + len as u64 == last * item {
-            self.fill_elements(first, last, &mut buf[..len])?;
+            self.fill_elements(first, last, &mut buf[..len], false)?;
         } else {
             // A request that splits elements: whole elements first, then the part asked.
+            // A split element counts as served by the read holding its first byte.
             let mut whole = vec![0u8; ((last - first) * item) as usize];
-            self.fill_elements(first, last, &mut whole)?;
+            self.fill_elements(first, last, &mut whole, offset != first * item)?;
             let skip = (offset - first * item) as usize;
             buf[..len].copy_from_slice(&whole[skip..skip + len]);
         }
@@ -410,8 +402,15 @@ impl View {
     }
 
     /// Write file elements `[first, last)` into `dst`: the range splits into boxes, each
-    /// box into the units it crosses, and each piece is one strided box copy.
-    fn fill_elements(&self, first: u64, last: u64, dst: &mut [u8]) -> Result<()> {
+    /// box into the units it crosses, and each piece is one strided box copy. Each piece
+    /// is reported to the cache as served, except element `first` when `first_not_served`.
+    fn fill_elements(
+        &self,
+        first: u64,
+        last: u64,
+        dst: &mut [u8],
+        first_not_served: bool,
+    ) -> Result<()> {
         let loader = &self.loader;
         let meta = &loader.array.meta;
         let unit = loader.array.unit_shape();
@@ -420,6 +419,7 @@ impl View {
         let to_file = |v: &[u64]| -> Vec<u64> { axes.iter().map(|&a| v[a]).collect() };
         let (shape_f, unit_f) = (to_file(&meta.shape), to_file(unit));
         let unit_len = unit_f.iter().product::<u64>() as usize * loader.item;
+        let mut unserved = if first_not_served { loader.item } else { 0 };
         for (lo, hi) in range_boxes(&shape_f, first, last) {
             let ulo: Vec<u64> = lo.iter().zip(&unit_f).map(|(l, u)| l / u).collect();
             let uhi: Vec<u64> = hi.iter().zip(&unit_f).map(|(h, u)| (h - 1) / u).collect();
@@ -432,9 +432,8 @@ impl View {
                     }
                     idx
                 };
-                let chunk = self
-                    .cache
-                    .get_or_load(&loader.key(&idx), || loader.load(&idx))?;
+                let key = loader.key(&idx);
+                let chunk = self.cache.get_or_load(&key, || loader.load(&idx))?;
                 let src = match chunk.as_ref() {
                     ChunkData::Fixed(src) if src.len() == unit_len => src,
                     _ => {
@@ -461,6 +460,9 @@ impl View {
                     dst_base: first as usize,
                 }
                 .copy(src, dst);
+                let piece = extent.iter().product::<u64>() as usize * loader.item;
+                self.cache
+                    .served(&key, piece - std::mem::take(&mut unserved));
                 // Next unit of the box, fastest file axis first.
                 let mut k = u.len();
                 loop {
@@ -578,30 +580,35 @@ mod tests {
     }
 
     #[test]
-    fn unit_boxes_cover_the_units_a_range_touches() {
+    fn units_touched_are_exactly_those_a_range_crosses() {
         let shape = [5u64, 3, 4];
         let unit = [2u64, 2, 3];
         for order in [Order::C, Order::F] {
-            for (first, last) in [(0u64, 60u64), (7, 9), (13, 41), (59, 60)] {
-                let boxed = units_in_box(&shape, &unit, order, first, last, 1000);
-                let mut touched = Vec::new();
+            for (first, last) in [(0u64, 60u64), (7, 9), (13, 41), (22, 47), (59, 60)] {
+                let got = units_touched(&shape, &unit, order, first, last, 1000);
+                let mut want: Vec<Vec<u64>> = Vec::new();
                 for_each_run(&shape, &unit, (order, order), first, last, |r| {
-                    touched.push(r.unit.to_vec());
+                    if !want.contains(&r.unit.to_vec()) {
+                        want.push(r.unit.to_vec());
+                    }
                     Ok(())
                 })
                 .unwrap();
-                assert!(
-                    touched.iter().all(|u| boxed.contains(u)),
-                    "{order:?} {first}..{last}"
+                let mut sorted = got.clone();
+                sorted.sort();
+                sorted.dedup();
+                assert_eq!(
+                    sorted.len(),
+                    got.len(),
+                    "{order:?} {first}..{last}: repeats"
                 );
+                want.sort();
+                assert_eq!(sorted, want, "{order:?} {first}..{last}");
             }
         }
+        assert_eq!(units_touched(&shape, &unit, Order::C, 0, 60, 5).len(), 5);
         assert_eq!(
-            units_in_box(&shape, &unit, Order::C, 0, 60, 1000).len(),
-            3 * 2 * 2
-        );
-        assert_eq!(
-            units_in_box(&[], &[], Order::C, 0, 1, 10),
+            units_touched(&[], &[], Order::C, 0, 1, 10),
             vec![Vec::<u64>::new()]
         );
     }
