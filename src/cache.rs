@@ -2,9 +2,11 @@
 //! decode it once: the first caller loads, the others wait for its result. A chunk whose
 //! every byte has been handed out leaves the cache at once (readers keep what they
 //! were given, the kernel's page cache for a mount), so streaming an array reuses a few
-//! chunks' worth of memory instead of filling the budget.
+//! chunks' worth of memory instead of filling the budget. Prefetch requests are queued
+//! once per key, and a queued prefetch of a chunk that was served meanwhile is skipped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use lru::LruCache;
@@ -28,9 +30,16 @@ struct Entry {
     served: usize,
 }
 
+/// Served chunks remembered so that stale prefetches skip them.
+const SERVED_MEMORY: usize = 4096;
+
 struct Inner {
     lru: LruCache<ChunkKey, Entry>,
     used: usize,
+    /// Prefetches queued and not yet started.
+    queued: HashSet<ChunkKey>,
+    /// Chunks recently dropped because they were wholly served.
+    served: LruCache<ChunkKey, ()>,
 }
 
 pub struct ChunkCache {
@@ -46,6 +55,10 @@ impl ChunkCache {
             inner: Mutex::new(Inner {
                 lru: LruCache::unbounded(),
                 used: 0,
+                queued: HashSet::new(),
+                served: LruCache::new(
+                    NonZeroUsize::new(SERVED_MEMORY).unwrap_or(NonZeroUsize::MIN),
+                ),
             }),
             loading: Mutex::new(HashMap::new()),
         }
@@ -77,20 +90,41 @@ impl ChunkCache {
         if entry.served >= size {
             inner.lru.pop(key);
             inner.used -= size;
+            if inner.queued.contains(key) {
+                inner.served.put(key.clone(), ());
+            }
         }
     }
 
-    /// Whether `key` is cached or being loaded (does not touch the LRU order).
-    pub fn is_present(&self, key: &ChunkKey) -> bool {
-        self.inner.lock().lru.contains(key) || self.loading.lock().contains_key(key)
+    /// Claim a background load of `key`: false when it is cached, loading or already
+    /// queued. A claim must be followed by [`ChunkCache::prefetch`].
+    pub fn claim_prefetch(&self, key: &ChunkKey) -> bool {
+        let loading = self.loading.lock().contains_key(key);
+        let mut inner = self.inner.lock();
+        if loading || inner.lru.contains(key) || inner.queued.contains(key) {
+            return false;
+        }
+        inner.queued.insert(key.clone());
+        true
     }
 
-    /// Load `key` in the background unless it is cached or already being loaded.
+    /// Give up a claim that was never queued.
+    pub fn unclaim_prefetch(&self, key: &ChunkKey) {
+        self.inner.lock().queued.remove(key);
+    }
+
+    /// Run a claimed background load of `key`, unless the chunk was served whole since
+    /// it was claimed (a reader got there first) or is present.
     pub fn prefetch(&self, key: &ChunkKey, load: impl FnOnce() -> Result<ChunkData>) {
-        if !self.is_present(key) {
-            // Errors surface when a reader asks for the chunk.
-            let _ = self.get_or_load(key, load);
+        {
+            let mut inner = self.inner.lock();
+            inner.queued.remove(key);
+            if inner.served.pop(key).is_some() || inner.lru.contains(key) {
+                return;
+            }
         }
+        // Errors surface when a reader asks for the chunk.
+        let _ = self.get_or_load(key, load);
     }
 
     /// The chunk at `key`, loading it with `load` on a miss (once, however many ask).
@@ -191,5 +225,29 @@ mod tests {
             assert_eq!(*t.join().unwrap(), ChunkData::Fixed(vec![7; 10]));
         }
         assert_eq!(loads.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn served_chunks_leave_and_stale_prefetches_skip_them() {
+        let cache = ChunkCache::new(1000);
+        let key = (3, 0, vec![0]);
+        assert!(cache.claim_prefetch(&key));
+        assert!(!cache.claim_prefetch(&key), "queued once");
+        // A reader gets there first and is handed all 100 bytes in two parts.
+        cache
+            .get_or_load(&key, || Ok(ChunkData::Fixed(vec![1; 100])))
+            .unwrap();
+        cache.served(&key, 60);
+        assert!(cache.peek(&key).is_some());
+        cache.served(&key, 40);
+        assert!(cache.peek(&key).is_none());
+        assert_eq!(cache.used(), 0);
+        // The queued prefetch then finds it served and does not decode it again.
+        cache.prefetch(&key, || panic!("served chunk decoded again"));
+        assert!(cache.peek(&key).is_none());
+        // A later claim loads normally.
+        assert!(cache.claim_prefetch(&key));
+        cache.prefetch(&key, || Ok(ChunkData::Fixed(vec![2; 100])));
+        assert!(cache.peek(&key).is_some());
     }
 }

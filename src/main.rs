@@ -101,7 +101,7 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
         _ => return Err(Error::Invalid(format!("{path}: not an array"))),
     };
     let array = Arc::new(Array::open(meta, h.store().clone())?);
-    // Room for the row of read units being streamed and the next one, decoded ahead.
+    // Room for the layer of read units being streamed and the next two, decoded ahead.
     let grid = array.unit_grid();
     let row_units: u64 = match order {
         Order::C => grid.iter().skip(1).product(),
@@ -109,7 +109,7 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
     };
     let unit = array.unit_bytes().max(1 << 16) as u64;
     let budget = row_units
-        .saturating_mul(3)
+        .saturating_mul(4)
         .saturating_mul(unit)
         .max(64 << 20);
     let cache = Arc::new(ChunkCache::new(

@@ -20,6 +20,31 @@ use crate::region::Region;
 
 /// The readahead window starts here and doubles while reads stay sequential.
 const MIN_WINDOW: u64 = 4 << 20;
+
+/// How far ahead of a sequential reader units are decoded, at most: two slabs (the file
+/// bytes one layer of units along the slowest file axis covers, all of which a reader
+/// needs before it leaves the slab's first element row), so that the next slab decodes
+/// while this one is read; within half the cache budget, which holds the slab being read.
+fn readahead_limit(array: &Array, order: Order, item: usize, budget: usize) -> u64 {
+    let shape = &array.meta.shape;
+    let slab = match file_axes(order, shape.len()).first() {
+        Some(&slowest) => shape
+            .iter()
+            .enumerate()
+            .map(|(a, &n)| {
+                if a == slowest {
+                    array.unit_shape()[a].min(n)
+                } else {
+                    n
+                }
+            })
+            .fold(item as u64, u64::saturating_mul),
+        None => item as u64,
+    };
+    slab.saturating_mul(2)
+        .min(budget as u64 / 2)
+        .max(MIN_WINDOW)
+}
 /// Units queued for prefetch per read, at most.
 const MAX_PREFETCH_UNITS: usize = 256;
 
@@ -272,7 +297,7 @@ impl View {
         };
         let reverse = layout.order == Order::F && array.meta.shape.len() > 1;
         let elements = array.meta.shape.iter().product();
-        let max_window = (cache.budget() as u64 / 4).clamp(MIN_WINDOW, 64 << 20);
+        let max_window = readahead_limit(&array, layout.order, item, cache.budget());
         Ok(View {
             loader: Arc::new(UnitLoader {
                 array,
@@ -325,11 +350,13 @@ impl View {
     fn prefetch(&self, prefetcher: &Prefetcher, units: Vec<Vec<u64>>) {
         for unit in units {
             let key = self.loader.key(&unit);
-            if self.cache.is_present(&key) {
+            if !self.cache.claim_prefetch(&key) {
                 continue;
             }
             let (loader, cache) = (self.loader.clone(), self.cache.clone());
-            if !prefetcher.submit(move || cache.prefetch(&key, || loader.load(&unit))) {
+            let job_key = key.clone();
+            if !prefetcher.submit(move || cache.prefetch(&job_key, || loader.load(&unit))) {
+                self.cache.unclaim_prefetch(&key);
                 break;
             }
         }

@@ -67,6 +67,24 @@ fn write_all<W: Write>(mut w: W, bytes: &[u8]) -> std::io::Result<W> {
     Ok(w)
 }
 
+thread_local! {
+    /// One zstd decompression context per thread, reused across chunks.
+    static ZSTD_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Decompress a whole zstd frame of known size with this thread's context.
+fn zstd_decompress(src: &[u8], size: usize) -> std::io::Result<Vec<u8>> {
+    ZSTD_DCTX.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let dctx = match slot.as_mut() {
+            Some(dctx) => dctx,
+            None => slot.insert(zstd::bulk::Decompressor::new()?),
+        };
+        dctx.decompress(src, size)
+    })
+}
+
 impl BytesToBytes for Compressor {
     fn decode(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
         let src = bytes.as_slice();
@@ -78,7 +96,7 @@ impl BytesToBytes for Compressor {
                 // One allocation of the size the frame header declares, when it fits.
                 if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(src) {
                     if size as usize <= limit {
-                        if let Ok(out) = zstd::bulk::decompress(src, size as usize) {
+                        if let Ok(out) = zstd_decompress(src, size as usize) {
                             return Ok(out);
                         }
                     }
