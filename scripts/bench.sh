@@ -26,7 +26,7 @@
 #   5. scripts/bench_report.py prints the table with the acceptance ratios (PASS/FAIL)
 #      and writes it to target/bench-results.md (raw figures: target/bench-raw.txt).
 #
-# Cold figures are the median of BENCH_REPEAT runs (default 3), warm ones of 5.
+# Cold figures are the median of BENCH_REPEAT runs (default 5), warm ones of 5.
 # Environment: BENCH_CACHE_SIZE (default 1GiB, the mount's --cache-size),
 # BENCH_RANDOM_READS (default 10000), BENCH_REPEAT, ZARRFS (a prebuilt binary, skips the
 # build), PYTHON (for the venv).
@@ -46,7 +46,7 @@ venv="$target_dir/venv-bench"
 py="$venv/bin/python"
 cache_size="${BENCH_CACHE_SIZE:-1GiB}"
 random_reads="${BENCH_RANDOM_READS:-10000}"
-repeat="${BENCH_REPEAT:-3}"
+repeat="${BENCH_REPEAT:-5}"
 count_file="$target_dir/bench-count"
 variants=(raw zstd blosc sharded)
 shape="256,1024,1024"
@@ -204,57 +204,55 @@ record meta.file_bytes "$(stat -c %s "$plain")"
 record meta.loadavg_start "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)"
 
 # ---------------------------------------------------------------- a, b, c, d, h
-# Cold figures are taken $repeat times (the report shows the median), warm ones 5 times.
+# Each repetition takes the cold mount read, zarrfs cat and the two libraries back to
+# back (and the cold plain file with the uncompressed array), so that the VM's drifting
+# speed affects them alike; warm mount reads alternate with warm plain-file reads. The
+# report shows medians.
 warm_repeat=5
 for v in "${variants[@]}"; do
     mnt="$mnt_root/big"
     for r in $(seq "$repeat"); do
-        say "$v: (a) cold mount read, run $r/$repeat"
+        say "$v: (a) cold mount read, (c) zarrfs cat, (d) tensorstore, zarr-python, run $r/$repeat"
         drop_caches
         fresh_mount "$big" "$mnt"
         timed "a.$v" dd_read "$mnt/$v"
         record "h.$v.vmhwm_kib" "$(vm_hwm "$mnt")"
         if [ "$r" -eq 1 ]; then
-            say "$v: (b) warm re-read, content check"
-            for _ in $(seq "$warm_repeat"); do timed "b.$v" dd_read "$mnt/$v"; done
+            say "$v: (b) warm re-read, (e) warm plain file, content check"
+            dd_read "$plain"
+            for _ in $(seq "$warm_repeat"); do
+                timed "b.$v" dd_read "$mnt/$v"
+                timed e.warm dd_read "$plain"
+            done
             pyrecord check "$mnt/$v" "$plain" "$shape" C "check.$v"
         fi
         unmount "$mnt"
-    done
-    for r in $(seq "$repeat"); do
-        say "$v: (c) zarrfs cat, (d) tensorstore, zarr-python, run $r/$repeat"
         drop_caches
         timed "c.$v" cat_array "$v" C
+        if [ "$v" = raw ]; then
+            drop_caches
+            timed e.cold dd_read "$plain"
+        fi
         drop_caches
         pyrecord readall tensorstore "$big" "$v" "d.tensorstore.$v"
         drop_caches
         pyrecord readall zarr "$big" "$v" "d.zarr.$v"
+        if [ "$v" = zstd ]; then
+            say "zstd F order: (a) cold mount read, (c) zarrfs cat, run $r/$repeat"
+            drop_caches
+            fresh_mount "$big" "$mnt_root/bigF" --order F
+            timed a.zstdF dd_read "$mnt_root/bigF/zstd"
+            record h.zstdF.vmhwm_kib "$(vm_hwm "$mnt_root/bigF")"
+            if [ "$r" -eq 1 ]; then
+                for _ in $(seq "$warm_repeat"); do timed b.zstdF dd_read "$mnt_root/bigF/zstd"; done
+                pyrecord check "$mnt_root/bigF/zstd" "$plain" "$shape" F check.zstdF
+            fi
+            unmount "$mnt_root/bigF"
+            drop_caches
+            timed c.zstdF cat_array zstd F
+        fi
     done
 done
-
-mnt="$mnt_root/bigF"
-for r in $(seq "$repeat"); do
-    say "zstd F order: (a) cold mount read, (c) zarrfs cat, run $r/$repeat"
-    drop_caches
-    fresh_mount "$big" "$mnt" --order F
-    timed a.zstdF dd_read "$mnt/zstd"
-    record h.zstdF.vmhwm_kib "$(vm_hwm "$mnt")"
-    if [ "$r" -eq 1 ]; then
-        for _ in $(seq "$warm_repeat"); do timed b.zstdF dd_read "$mnt/zstd"; done
-        pyrecord check "$mnt/zstd" "$plain" "$shape" F check.zstdF
-    fi
-    unmount "$mnt"
-    drop_caches
-    timed c.zstdF cat_array zstd F
-done
-
-# ---------------------------------------------------------------- e
-for r in $(seq "$repeat"); do
-    say "(e) plain file, cold and warm, run $r/$repeat"
-    drop_caches
-    timed e.cold dd_read "$plain"
-done
-for _ in $(seq "$warm_repeat"); do timed e.warm dd_read "$plain"; done
 
 # ---------------------------------------------------------------- f
 for v in zstd sharded; do
