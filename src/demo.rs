@@ -71,7 +71,7 @@ pub fn write_chunks(root: &Path, meta: &ArrayMetadata, data: &[u8]) -> Result<()
     Ok(())
 }
 
-fn v3_array(root: &Path, path: &str, doc: Value, data: &[u8]) -> Result<()> {
+pub(crate) fn v3_array(root: &Path, path: &str, doc: Value, data: &[u8]) -> Result<()> {
     let key = format!("{path}/zarr.json");
     let NodeMetadata::Array(meta) = v3::parse_node(&doc, path, &key)? else {
         return Err(Error::Invalid("demo metadata is not an array".into()));

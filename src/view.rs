@@ -272,6 +272,21 @@ impl UnitLoader {
     }
 }
 
+/// Bytes of a cached unit, handed out in place.
+pub struct UnitSlice {
+    chunk: Arc<ChunkData>,
+    range: std::ops::Range<usize>,
+}
+
+impl UnitSlice {
+    pub fn bytes(&self) -> &[u8] {
+        match self.chunk.as_ref() {
+            ChunkData::Fixed(b) => &b[self.range.clone()],
+            ChunkData::Var(_) => &[],
+        }
+    }
+}
+
 /// The flat file of a fixed-size array.
 pub struct View {
     loader: Arc<UnitLoader>,
@@ -403,6 +418,66 @@ impl View {
             let units = self.units(from / item, to.div_ceil(item), MAX_PREFETCH_UNITS);
             self.prefetch(prefetcher, units);
         }
+    }
+
+    /// A read of `[offset, offset + len)` that lies within one unit, contiguous in the
+    /// unit's memory (the unit spans the whole file extent of every axis faster than the
+    /// slowest one the read crosses): the cached unit itself, to be handed out without a
+    /// copy. `None` when the read must be assembled with [`View::read_at`].
+    pub fn read_in_place(&self, offset: u64, len: usize) -> Result<Option<UnitSlice>> {
+        let size = self.size();
+        let item = self.loader.item as u64;
+        if offset >= size || len == 0 || !offset.is_multiple_of(item) {
+            return Ok(None);
+        }
+        let len = (len as u64).min(size - offset);
+        if !len.is_multiple_of(item) {
+            return Ok(None);
+        }
+        let Some((idx, start)) = self.contiguous_unit(offset / item, (offset + len) / item) else {
+            return Ok(None);
+        };
+        self.plan(offset, len);
+        let loader = &self.loader;
+        let key = loader.key(&idx);
+        let chunk = self.cache.get_or_load(&key, || loader.load(&idx))?;
+        let range = start * loader.item..start * loader.item + len as usize;
+        if !matches!(chunk.as_ref(), ChunkData::Fixed(b) if b.len() == loader.array.unit_bytes() && range.end <= b.len())
+        {
+            return Err(Error::corrupt(
+                &loader.array.meta.meta_key,
+                "decoded chunk has the wrong size",
+            ));
+        }
+        self.cache.served(&key, len as usize);
+        Ok(Some(UnitSlice { chunk, range }))
+    }
+
+    /// The unit holding file elements `[first, last)` and the element offset of `first`
+    /// in it, when those elements are consecutive in the unit's memory.
+    fn contiguous_unit(&self, first: u64, last: u64) -> Option<(Vec<u64>, usize)> {
+        let shape = &self.loader.array.meta.shape;
+        let unit = self.loader.array.unit_shape();
+        let order = self.loader.layout.order;
+        let axes = file_axes(order, shape.len());
+        let (mut a, mut b) = (vec![0; shape.len()], vec![0; shape.len()]);
+        unravel(first, shape, &axes, &mut a);
+        unravel(last - 1, shape, &axes, &mut b);
+        if (0..shape.len()).any(|d| a[d] / unit[d] != b[d] / unit[d]) {
+            return None;
+        }
+        let crossed = axes
+            .iter()
+            .position(|&d| a[d] != b[d])
+            .unwrap_or(axes.len());
+        if axes.iter().skip(crossed + 1).any(|&d| unit[d] != shape[d]) {
+            return None;
+        }
+        let strides = unit_strides(unit, order);
+        let start = (0..shape.len())
+            .map(|d| (a[d] % unit[d]) as usize * strides[d])
+            .sum();
+        Some(((0..shape.len()).map(|d| a[d] / unit[d]).collect(), start))
     }
 
     /// Fill `buf` from file offset `offset`; returns the bytes written (short at EOF).

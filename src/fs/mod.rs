@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::cache::ChunkCache;
 use crate::hierarchy::{Hierarchy, NodeKind};
 use crate::prefetch::Prefetcher;
-use crate::view::Layout;
+use crate::view::{Layout, UnitSlice};
 use crate::{Error, Result};
 use content::Content;
 pub use inode::ROOT;
@@ -293,6 +293,16 @@ impl ZarrFs {
     pub fn read_into(&self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let entry = self.entry(ino)?;
         self.content(&entry)?.read_into(offset, buf)
+    }
+
+    /// A read answered straight from a cached unit, when the file is an array view and
+    /// the range lies contiguously in one unit (see [`crate::view::View::read_in_place`]).
+    pub fn read_in_place(&self, ino: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
+        let entry = self.entry(ino)?;
+        match self.content(&entry)?.as_ref() {
+            Content::Flat(view) => view.read_in_place(offset, size),
+            Content::Bytes(_) => Ok(None),
+        }
     }
 
     /// All extended attributes of `ino`.

@@ -112,3 +112,70 @@ fn reads_xattrs_and_sidecars() {
     assert_eq!(doc["kind"], "implicit group");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn reads_inside_one_unit_are_served_in_place() {
+    // uint16 (6, 5, 7), element value = C-order index. Chunks (2, 5, 7) are contiguous in
+    // a C-order file, chunks (6, 5, 2) in an F-order one.
+    let dir = std::env::temp_dir().join(format!("zarrfs-inplace-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data: Vec<u8> = (0u16..210).flat_map(|v| v.to_le_bytes()).collect();
+    for (name, chunks) in [("rows", [2, 5, 7]), ("cols", [6, 5, 2])] {
+        let doc = serde_json::json!({
+            "zarr_format": 3, "node_type": "array", "shape": [6, 5, 7], "data_type": "uint16",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+        });
+        crate::demo::v3_array(&dir, name, doc, &data).unwrap();
+    }
+    for (order, contiguous) in [(Order::C, "rows"), (Order::F, "cols")] {
+        for big_endian in [false, true] {
+            let store = Arc::new(FolderStore::open(&dir).unwrap());
+            let options = FsOptions {
+                layout: Layout { order, big_endian },
+                cache_bytes: 1 << 20,
+                prefetch_threads: 1,
+            };
+            let fs = ZarrFs::new(Hierarchy::open(store).unwrap(), options, "t.zarr");
+            for name in ["rows", "cols"] {
+                let ino = fs.lookup(ROOT, name).unwrap().ino;
+                let whole = fs.read(ino, 0, 420).unwrap();
+                // The file's element at file position e, from the C-order index.
+                let value = |e: usize| {
+                    let (i, j, k) = match order {
+                        Order::C => (e / 35, e / 7 % 5, e % 7),
+                        Order::F => (e % 6, e / 6 % 5, e / 30),
+                    };
+                    (i * 35 + j * 7 + k) as u16
+                };
+                let expect: Vec<u8> = (0..210)
+                    .flat_map(|e| match big_endian {
+                        false => value(e).to_le_bytes(),
+                        true => value(e).to_be_bytes(),
+                    })
+                    .collect();
+                assert_eq!(whole, expect, "{name} {order:?} {big_endian}");
+                let mut in_place = 0;
+                for offset in (0..430).step_by(6) {
+                    for len in [2, 10, 70, 140, 500] {
+                        let got = fs.read_in_place(ino, offset, len).unwrap();
+                        if let Some(slice) = got {
+                            in_place += 1;
+                            let end = (offset as usize + len).min(420);
+                            assert_eq!(slice.bytes(), &expect[offset as usize..end]);
+                        }
+                    }
+                }
+                // The second unit whole goes in place only where units are contiguous in
+                // the file; a range across two units never does.
+                let unit = if name == "rows" { 140 } else { 120 };
+                let unit_whole = fs.read_in_place(ino, unit, unit as usize).unwrap();
+                assert_eq!(unit_whole.is_some(), name == contiguous, "{name} {order:?}");
+                assert!(fs.read_in_place(ino, unit - 10, 20).unwrap().is_none());
+                assert!(in_place > 0, "{name} {order:?}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
