@@ -244,6 +244,9 @@ struct Readahead {
     window: u64,
     /// Reads in a row that continued the previous ones.
     streak: u32,
+    /// Where the units already queued for prefetch end: each read queues only what the
+    /// window newly covers.
+    planned: u64,
 }
 
 /// Decodes read units into the file's layout; shared with prefetch jobs.
@@ -328,6 +331,7 @@ impl View {
                 end: 0,
                 window: MIN_WINDOW,
                 streak: 1,
+                planned: 0,
             }),
             max_window,
         })
@@ -361,8 +365,9 @@ impl View {
         )
     }
 
-    /// Queue background decodes of `units` that are neither cached nor loading.
-    fn prefetch(&self, prefetcher: &Prefetcher, units: Vec<Vec<u64>>) {
+    /// Queue background decodes of `units` that are neither cached, loading nor queued;
+    /// false when the queue was full.
+    fn prefetch(&self, prefetcher: &Prefetcher, units: Vec<Vec<u64>>) -> bool {
         for unit in units {
             let key = self.loader.key(&unit);
             if !self.cache.claim_prefetch(&key) {
@@ -372,9 +377,10 @@ impl View {
             let job_key = key.clone();
             if !prefetcher.submit(move || cache.prefetch(&job_key, || loader.load(&unit))) {
                 self.cache.unclaim_prefetch(&key);
-                break;
+                return false;
             }
         }
+        true
     }
 
     /// Before a read of `[offset, offset + len)`: start decoding what it needs (beyond the
@@ -394,7 +400,7 @@ impl View {
             needed.remove(0);
             self.prefetch(prefetcher, needed);
         }
-        let ahead = {
+        let (from, to) = {
             let mut ra = self.readahead.lock();
             // A stream must be established (two reads that continue each other) before
             // reads may arrive out of order within the window: random readers get no
@@ -411,12 +417,24 @@ impl View {
                 ra.end = offset + len;
                 ra.window = MIN_WINDOW;
                 ra.streak = u32::from(offset == 0);
+                ra.planned = 0;
             }
-            (ra.streak >= 2).then(|| (ra.end, (ra.end + ra.window).min(self.size())))
+            let from = ra.end.max(ra.planned);
+            let to = (ra.end + ra.window).min(self.size());
+            if ra.streak < 2 || from >= to {
+                return;
+            }
+            ra.planned = to;
+            (from, to)
         };
-        if let Some((from, to)) = ahead.filter(|(f, t)| f < t) {
-            let units = self.units(from / item, to.div_ceil(item), MAX_PREFETCH_UNITS);
-            self.prefetch(prefetcher, units);
+        let units = self.units(from / item, to.div_ceil(item), MAX_PREFETCH_UNITS);
+        let truncated = units.len() >= MAX_PREFETCH_UNITS;
+        if !self.prefetch(prefetcher, units) || truncated {
+            // Not all of [from, to) is queued: the next read plans from `from` again.
+            let mut ra = self.readahead.lock();
+            if ra.planned == to {
+                ra.planned = from;
+            }
         }
     }
 
