@@ -19,8 +19,9 @@ use crate::{Error, Result};
 /// the mount is up.
 const READY_ENV: &str = "ZARRFS_READY_PIPE";
 
-/// Kernel readahead for the mount: several 1 MiB requests in flight for sequential readers.
-const READAHEAD_KIB: u32 = 4096;
+/// Kernel readahead for the mount: up to 16 requests of 1 MiB in flight for a sequential
+/// reader, so that the read workers always have one to answer while chunks decode.
+const READAHEAD_KIB: u32 = 16384;
 
 /// Everything `zarrfs mount` needs.
 pub struct MountConfig {
