@@ -108,9 +108,20 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
         Order::F => grid.iter().rev().skip(1).product(),
     };
     let unit = array.unit_bytes().max(1 << 16) as u64;
+    // At most half the machine's memory: a huge layer then costs repeated decodes, not
+    // the process.
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let half_memory = (pages.max(0) as u64).saturating_mul(page.max(0) as u64) / 2;
     let budget = row_units
         .saturating_mul(4)
         .saturating_mul(unit)
+        .min(half_memory)
         .max(64 << 20);
     let cache = Arc::new(ChunkCache::new(
         usize::try_from(budget).unwrap_or(usize::MAX),
