@@ -154,24 +154,52 @@ fn units_touched(
     limit: usize,
 ) -> Vec<Vec<u64>> {
     let axes = file_axes(order, shape.len());
-    let to_file = |v: &[u64]| -> Vec<u64> { axes.iter().map(|&a| v[a]).collect() };
-    let (shape_f, unit_f) = (to_file(shape), to_file(unit));
+    let (shape_f, unit_f) = (to_file_axes(&axes, shape), to_file_axes(&axes, unit));
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for (lo, hi) in range_boxes(&shape_f, first, last.min(shape.iter().product())) {
-        let ulo: Vec<u64> = lo.iter().zip(&unit_f).map(|(l, u)| l / u).collect();
-        let uhi: Vec<u64> = hi.iter().zip(&unit_f).map(|(h, u)| (h - 1) / u).collect();
+    let last = last.min(shape.iter().product());
+    // The walk cannot fail: the closure never does.
+    let _ = for_each_box_unit(&shape_f, &unit_f, first, last, |_, _, u| {
+        let idx = from_file_axes(&axes, u);
+        if seen.insert(idx.clone()) {
+            out.push(idx);
+        }
+        Ok(out.len() < limit)
+    });
+    out
+}
+
+/// `v` (one value per array axis) in file-axis order.
+fn to_file_axes(axes: &[usize], v: &[u64]) -> Vec<u64> {
+    axes.iter().map(|&a| v[a]).collect()
+}
+
+/// `v` (one value per file axis) back in array-axis order.
+fn from_file_axes(axes: &[usize], v: &[u64]) -> Vec<u64> {
+    let mut out = vec![0; v.len()];
+    for (k, &a) in axes.iter().enumerate() {
+        out[a] = v[k];
+    }
+    out
+}
+
+/// Walk the boxes of file elements `[first, last)` (see [`range_boxes`]; all in file-axis
+/// order) and, within each, the units it crosses, fastest file axis first: `f(lo, hi, u)`
+/// with `u` the unit's grid index. Stops when `f` returns false.
+fn for_each_box_unit(
+    shape_f: &[u64],
+    unit_f: &[u64],
+    first: u64,
+    last: u64,
+    mut f: impl FnMut(&[u64], &[u64], &[u64]) -> Result<bool>,
+) -> Result<()> {
+    for (lo, hi) in range_boxes(shape_f, first, last) {
+        let ulo: Vec<u64> = lo.iter().zip(unit_f).map(|(l, u)| l / u).collect();
+        let uhi: Vec<u64> = hi.iter().zip(unit_f).map(|(h, u)| (h - 1) / u).collect();
         let mut u = ulo.clone();
         'units: loop {
-            let mut idx = vec![0; u.len()];
-            for (k, &a) in axes.iter().enumerate() {
-                idx[a] = u[k];
-            }
-            if seen.insert(idx.clone()) {
-                out.push(idx);
-                if out.len() >= limit {
-                    return out;
-                }
+            if !f(&lo, &hi, &u)? {
+                return Ok(());
             }
             for k in (0..u.len()).rev() {
                 if u[k] < uhi[k] {
@@ -183,7 +211,7 @@ fn units_touched(
             break;
         }
     }
-    out
+    Ok(())
 }
 
 /// Split elements `[first, last)` of a C-order `shape` into boxes (`[lo, hi)` per axis),
@@ -536,72 +564,44 @@ impl View {
         let unit = loader.array.unit_shape();
         let axes = file_axes(loader.layout.order, meta.shape.len());
         // Everything below is in file-axis order, where units and the file are both C order.
-        let to_file = |v: &[u64]| -> Vec<u64> { axes.iter().map(|&a| v[a]).collect() };
-        let (shape_f, unit_f) = (to_file(&meta.shape), to_file(unit));
+        let (shape_f, unit_f) = (to_file_axes(&axes, &meta.shape), to_file_axes(&axes, unit));
         let unit_len = unit_f.iter().product::<u64>() as usize * loader.item;
         let mut unserved = if first_not_served { loader.item } else { 0 };
-        for (lo, hi) in range_boxes(&shape_f, first, last) {
-            let ulo: Vec<u64> = lo.iter().zip(&unit_f).map(|(l, u)| l / u).collect();
-            let uhi: Vec<u64> = hi.iter().zip(&unit_f).map(|(h, u)| (h - 1) / u).collect();
-            let mut u = ulo.clone();
-            loop {
-                let idx: Vec<u64> = {
-                    let mut idx = vec![0; u.len()];
-                    for (k, &a) in axes.iter().enumerate() {
-                        idx[a] = u[k];
-                    }
-                    idx
-                };
-                let key = loader.key(&idx);
-                let chunk = self.cache.get_or_load(&key, || loader.load(&idx))?;
-                let src = match chunk.as_ref() {
-                    ChunkData::Fixed(src) if src.len() == unit_len => src,
-                    _ => {
-                        return Err(Error::corrupt(
-                            &meta.meta_key,
-                            "decoded chunk has the wrong size",
-                        ))
-                    }
-                };
-                // The part of the box inside unit `u`.
-                let start: Vec<u64> = (0..u.len()).map(|k| lo[k].max(u[k] * unit_f[k])).collect();
-                let end: Vec<u64> = (0..u.len())
-                    .map(|k| hi[k].min((u[k] + 1) * unit_f[k]))
-                    .collect();
-                let within: Vec<u64> = (0..u.len()).map(|k| start[k] - u[k] * unit_f[k]).collect();
-                let extent: Vec<u64> = (0..u.len()).map(|k| end[k] - start[k]).collect();
-                Region {
-                    src_shape: &unit_f,
-                    src_at: &within,
-                    dst_shape: &shape_f,
-                    dst_at: &start,
-                    region: &extent,
-                    item: loader.item,
-                    dst_base: first as usize,
+        for_each_box_unit(&shape_f, &unit_f, first, last, |lo, hi, u| {
+            let idx = from_file_axes(&axes, u);
+            let key = loader.key(&idx);
+            let chunk = self.cache.get_or_load(&key, || loader.load(&idx))?;
+            let src = match chunk.as_ref() {
+                ChunkData::Fixed(src) if src.len() == unit_len => src,
+                _ => {
+                    return Err(Error::corrupt(
+                        &meta.meta_key,
+                        "decoded chunk has the wrong size",
+                    ))
                 }
-                .copy(src, dst);
-                let piece = extent.iter().product::<u64>() as usize * loader.item;
-                self.cache
-                    .served(&key, piece - std::mem::take(&mut unserved));
-                // Next unit of the box, fastest file axis first.
-                let mut k = u.len();
-                loop {
-                    if k == 0 {
-                        break;
-                    }
-                    k -= 1;
-                    if u[k] < uhi[k] {
-                        u[k] += 1;
-                        break;
-                    }
-                    u[k] = ulo[k];
-                }
-                if u == ulo {
-                    break;
-                }
+            };
+            // The part of the box inside unit `u`.
+            let start: Vec<u64> = (0..u.len()).map(|k| lo[k].max(u[k] * unit_f[k])).collect();
+            let end: Vec<u64> = (0..u.len())
+                .map(|k| hi[k].min((u[k] + 1) * unit_f[k]))
+                .collect();
+            let within: Vec<u64> = (0..u.len()).map(|k| start[k] - u[k] * unit_f[k]).collect();
+            let extent: Vec<u64> = (0..u.len()).map(|k| end[k] - start[k]).collect();
+            Region {
+                src_shape: &unit_f,
+                src_at: &within,
+                dst_shape: &shape_f,
+                dst_at: &start,
+                region: &extent,
+                item: loader.item,
+                dst_base: first as usize,
             }
-        }
-        Ok(())
+            .copy(src, dst);
+            let piece = extent.iter().product::<u64>() as usize * loader.item;
+            self.cache
+                .served(&key, piece - std::mem::take(&mut unserved));
+            Ok(true)
+        })
     }
 
     /// Stream the whole file to `out` in blocks of `block` bytes.
