@@ -223,6 +223,7 @@ for v in "${variants[@]}"; do
             for _ in $(seq "$warm_repeat"); do
                 timed "b.$v" dd_read "$mnt/$v"
                 timed e.warm dd_read "$plain"
+                record "e.warm.$v" "$(awk '$1 == "e.warm" { t = $2 } END { print t }' "$raw")"
             done
             pyrecord check "$mnt/$v" "$plain" "$shape" C "check.$v"
         fi
