@@ -56,6 +56,18 @@ macro_rules! reply {
     };
 }
 
+/// The xattr size protocol: the length when asked with size 0, `ERANGE` when the
+/// caller's buffer is too small, else the bytes.
+fn xattr_reply(reply: ReplyXattr, size: u32, value: &[u8]) {
+    if size == 0 {
+        reply.size(value.len() as u32)
+    } else if value.len() > size as usize {
+        reply.error(libc::ERANGE)
+    } else {
+        reply.data(value)
+    }
+}
+
 /// Handlers for every call that would change the store: each answers `EROFS`.
 macro_rules! read_only {
     ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $reply:ty;)*) => {
@@ -229,15 +241,7 @@ impl Filesystem for FuseAdapter {
             reply,
             "getxattr",
             self.fs.getxattr(ino, &name.to_string_lossy()),
-            |value| {
-                if size == 0 {
-                    reply.size(value.len() as u32)
-                } else if value.len() > size as usize {
-                    reply.error(libc::ERANGE)
-                } else {
-                    reply.data(&value)
-                }
-            }
+            |value| xattr_reply(reply, size, &value)
         )
     }
 
@@ -248,13 +252,7 @@ impl Filesystem for FuseAdapter {
                 names.extend_from_slice(name.as_bytes());
                 names.push(0);
             }
-            if size == 0 {
-                reply.size(names.len() as u32)
-            } else if names.len() > size as usize {
-                reply.error(libc::ERANGE)
-            } else {
-                reply.data(&names)
-            }
+            xattr_reply(reply, size, &names)
         })
     }
 

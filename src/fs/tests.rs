@@ -15,14 +15,19 @@ fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     crate::demo::write(&dir).unwrap();
-    let store = Arc::new(FolderStore::open(&dir).unwrap());
+    let fs = fs_over(&dir, order, big_endian);
+    (dir, fs)
+}
+
+/// The filesystem over the store at `dir`, with a 1 MiB cache and one prefetch thread.
+fn fs_over(dir: &std::path::Path, order: Order, big_endian: bool) -> ZarrFs {
+    let store = Arc::new(FolderStore::open(dir).unwrap());
     let options = FsOptions {
         layout: Layout { order, big_endian },
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
     };
-    let fs = ZarrFs::new(Hierarchy::open(store).unwrap(), options, "demo.zarr");
-    (dir, fs)
+    ZarrFs::new(Hierarchy::open(store).unwrap(), options, "t.zarr")
 }
 
 fn names(fs: &ZarrFs, ino: u64) -> Vec<String> {
@@ -131,13 +136,7 @@ fn reads_inside_one_unit_are_served_in_place() {
     }
     for (order, contiguous) in [(Order::C, "rows"), (Order::F, "cols")] {
         for big_endian in [false, true] {
-            let store = Arc::new(FolderStore::open(&dir).unwrap());
-            let options = FsOptions {
-                layout: Layout { order, big_endian },
-                cache_bytes: 1 << 20,
-                prefetch_threads: 1,
-            };
-            let fs = ZarrFs::new(Hierarchy::open(store).unwrap(), options, "t.zarr");
+            let fs = fs_over(&dir, order, big_endian);
             for name in ["rows", "cols"] {
                 let ino = fs.lookup(ROOT, name).unwrap().ino;
                 let whole = fs.read(ino, 0, 420).unwrap();
