@@ -185,11 +185,20 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
         detach_stdout();
     }
     let mut unmounter = session.unmount_callable();
+    let signal_mountpoint = mountpoint.clone();
     std::thread::spawn(move || {
         let signal = wait_for_signal();
         log::info!("signal {signal}: unmounting");
         if let Err(e) = unmounter.unmount() {
             log::warn!("unmount: {e}");
+        }
+        // A plain unmount fails with EBUSY while any process holds a file open on the
+        // mount (even briefly, as a child between fork and exec does): detach instead,
+        // so that the signal always ends the daemon.
+        if is_mounted(&signal_mountpoint) {
+            if let Err(e) = unmount(&signal_mountpoint) {
+                log::warn!("{e}");
+            }
         }
     });
     let result = session.run();

@@ -721,6 +721,33 @@ fn sigterm_unmounts_and_exits_zero() {
 }
 
 #[test]
+fn sigterm_with_a_file_open_on_the_mount_still_ends_the_daemon() {
+    let (_tmp, mp, mut child) = foreground_mount("sigterm-busy");
+    let _unmount = Unmount(&mp);
+    // A file held open makes a plain unmount fail with EBUSY.
+    let held = std::fs::File::open(mp.join("top")).expect("open a file on the mount");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    wait_until("the mount to be detached", || !mounted(&mp));
+    drop(held);
+    let mut status = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while status.is_none() && Instant::now() < deadline {
+        status = child.try_wait().expect("wait");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "exit status once the last file closed"
+    );
+}
+
+#[test]
 fn after_sigkill_umount_clears_the_stale_mount() {
     let (_tmp, mp, mut child) = foreground_mount("sigkill");
     let _unmount = Unmount(&mp);
