@@ -111,13 +111,24 @@ impl Array {
         Ok(got)
     }
 
-    /// The decoded read unit at `idx` (full unit shape, C order, little-endian).
+    /// The decoded read unit at `idx` (full unit shape, C order, little-endian), with a
+    /// unit of fill value materialized.
     pub fn read_unit(&self, idx: &[u64]) -> Result<ChunkData> {
+        match self.read_unit_or_fill(idx)? {
+            ChunkData::Fill(_) => self.unit_repr.filled(),
+            data => Ok(data),
+        }
+    }
+
+    /// The decoded read unit at `idx`, or [`ChunkData::Fill`] (one element) when it holds
+    /// only the fill value because it was never written: its memory does not grow with
+    /// the unit's size.
+    pub fn read_unit_or_fill(&self, idx: &[u64]) -> Result<ChunkData> {
         match self.chain.sole_sharding() {
             None => {
                 let key = self.meta.chunk_key(idx);
                 match self.fetch(&key, None)? {
-                    None => self.unit_repr.filled(),
+                    None => self.unit_repr.fill_marker(),
                     Some(bytes) => self.chain.decode(bytes).map_err(|e| e.at_key(&key)),
                 }
             }
@@ -129,7 +140,7 @@ impl Array {
                     .collect();
                 let key = self.meta.chunk_key(&shard_idx);
                 let Some(index) = self.shard_index(&key)? else {
-                    return self.unit_repr.filled();
+                    return self.unit_repr.fill_marker();
                 };
                 let mut inner = 0usize;
                 for (i, g) in idx.iter().zip(&shard.inner_grid) {
@@ -139,7 +150,7 @@ impl Array {
                     .get(inner)
                     .ok_or_else(|| Error::corrupt(&key, "shard index too short"))?;
                 if offset == EMPTY && nbytes == EMPTY {
-                    return self.unit_repr.filled();
+                    return self.unit_repr.fill_marker();
                 }
                 if let Some(max) = shard.inner.max_encoded_len() {
                     if nbytes as usize > max {

@@ -48,6 +48,23 @@ pub struct ChunkCache {
     loading: Mutex<HashMap<ChunkKey, Arc<Pending>>>,
 }
 
+/// The load of one key in progress: when it ends (or unwinds), waiters get its chunk, or
+/// nothing and load for themselves, and the key is free to load again.
+struct Leader<'a> {
+    cache: &'a ChunkCache,
+    key: &'a ChunkKey,
+    pending: &'a Pending,
+    chunk: Option<Arc<ChunkData>>,
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        *self.pending.done.lock() = Some(self.chunk.take());
+        self.pending.cv.notify_all();
+        self.cache.loading.lock().remove(self.key);
+    }
+}
+
 impl ChunkCache {
     pub fn new(budget: usize) -> Self {
         ChunkCache {
@@ -87,7 +104,8 @@ impl ChunkCache {
         };
         entry.served += bytes;
         let size = entry.chunk.mem_size();
-        if entry.served >= size {
+        // A unit of fill value is one element however much of it is read: it stays.
+        if entry.served >= size && !matches!(entry.chunk.as_ref(), ChunkData::Fill(_)) {
             inner.lru.pop(key);
             inner.used -= size;
             if inner.queued.contains(key) {
@@ -159,13 +177,19 @@ impl ChunkCache {
             // The leader failed: report our own error.
             return load().map(Arc::new);
         }
+        // Waiters are released however the load ends, a panic included.
+        let mut leader = Leader {
+            cache: self,
+            key,
+            pending: &pending,
+            chunk: None,
+        };
         let result = load().map(Arc::new);
         if let Ok(chunk) = &result {
             self.insert(key.clone(), chunk.clone());
+            leader.chunk = Some(chunk.clone());
         }
-        *pending.done.lock() = Some(result.as_ref().ok().cloned());
-        pending.cv.notify_all();
-        self.loading.lock().remove(key);
+        drop(leader);
         result
     }
 
@@ -225,6 +249,32 @@ mod tests {
             assert_eq!(*t.join().unwrap(), ChunkData::Fixed(vec![7; 10]));
         }
         assert_eq!(loads.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_load_that_panics_releases_its_waiters() {
+        let cache = Arc::new(ChunkCache::new(1000));
+        let key = (4, 0, vec![0]);
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let leader = {
+            let cache = cache.clone();
+            let key = key.clone();
+            std::thread::spawn(move || {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    cache.get_or_load(&key, || {
+                        started_tx.send(()).unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                        panic!("a bug in a decoder")
+                    })
+                }));
+            })
+        };
+        started_rx.recv().unwrap();
+        // A waiter behind the panicking leader gets an answer (its own load), not a hang.
+        let got = cache.get_or_load(&key, || Ok(ChunkData::Fixed(vec![5; 10])));
+        assert_eq!(*got.unwrap(), ChunkData::Fixed(vec![5; 10]));
+        leader.join().unwrap();
+        assert!(cache.loading.lock().is_empty());
     }
 
     #[test]

@@ -1,26 +1,30 @@
 //! The thin fuser adapter: each handler calls the filesystem core, replies, or maps the
-//! error to an errno in one place (logging one line). Reads run on a worker pool.
+//! error to an errno in one place (logging one line). Requests run on worker pools, never
+//! on the thread that talks to the kernel: reads on one, lookups, attributes, listings and
+//! xattrs on another, so that slow reads never hold up `ls` or `stat`. A request that
+//! panics answers EIO (see [`crate::pool`]) and the mount keeps serving.
 
 use std::ffi::OsStr;
-use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::error::Error;
+use crate::fs::{Attr, FileKind, ZarrFs};
+use crate::pool::Pool;
 use fuser::consts::FOPEN_KEEP_CACHE;
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
     Request, TimeOrNow,
 };
-use parking_lot::Mutex;
-
-use crate::error::Error;
-use crate::fs::{Attr, FileKind, ZarrFs};
 
 /// Entries and attributes never change while mounted.
 const TTL: Duration = Duration::from_secs(24 * 3600);
 
 type Job = Box<dyn FnOnce() + Send>;
+
+/// Threads answering lookups, attributes, listings and xattrs.
+const META_THREADS: usize = 2;
 
 thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -29,9 +33,16 @@ thread_local! {
 /// The FUSE side of a mount.
 pub struct FuseAdapter {
     fs: Arc<ZarrFs>,
-    jobs: Sender<Job>,
+    reads: Pool,
+    meta: Pool,
     /// Run once, on the first request after the kernel has taken the INIT reply.
     after_init: Option<Job>,
+    owner: Owner,
+}
+
+/// Who owns every file, and when they were made.
+#[derive(Clone, Copy)]
+struct Owner {
     uid: u32,
     gid: u32,
     mounted_at: SystemTime,
@@ -81,26 +92,24 @@ macro_rules! read_only {
 
 impl FuseAdapter {
     pub fn new(fs: Arc<ZarrFs>, threads: usize) -> FuseAdapter {
-        let (jobs, rx) = channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
-        for _ in 0..threads.max(1) {
-            let rx = rx.clone();
-            std::thread::spawn(move || loop {
-                let job = rx.lock().recv();
-                match job {
-                    Ok(job) => job(),
-                    Err(_) => return,
-                }
-            });
-        }
         FuseAdapter {
             fs,
-            jobs,
+            reads: Pool::new(threads, "read"),
+            meta: Pool::new(META_THREADS, "lookup"),
             after_init: None,
-            uid: unsafe { libc::getuid() },
-            gid: unsafe { libc::getgid() },
-            mounted_at: SystemTime::now(),
+            owner: Owner {
+                // SAFETY: getuid and getgid cannot fail.
+                uid: unsafe { libc::getuid() },
+                gid: unsafe { libc::getgid() },
+                mounted_at: SystemTime::now(),
+            },
         }
+    }
+
+    /// Run `job` with the filesystem on the metadata pool.
+    fn meta(&self, job: impl FnOnce(&ZarrFs, Owner) + Send + 'static) {
+        let (fs, owner) = (self.fs.clone(), self.owner);
+        self.meta.run(move || job(&fs, owner));
     }
 
     /// Something to do once the mount is fully set up (kernel settings that INIT resets).
@@ -114,7 +123,9 @@ impl FuseAdapter {
             job();
         }
     }
+}
 
+impl Owner {
     fn attr(&self, a: &Attr) -> FileAttr {
         FileAttr {
             ino: a.ino,
@@ -148,26 +159,32 @@ impl Filesystem for FuseAdapter {
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         self.started();
-        let result = self.fs.lookup(parent, &name.to_string_lossy());
-        reply!(reply, "lookup", result, |a| reply.entry(
-            &TTL,
-            &self.attr(&a),
-            0
-        ))
+        let name = name.to_string_lossy().into_owned();
+        self.meta(move |fs, owner| {
+            reply!(reply, "lookup", fs.lookup(parent, &name), |a| reply.entry(
+                &TTL,
+                &owner.attr(&a),
+                0
+            ))
+        })
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         self.started();
-        reply!(reply, "getattr", self.fs.getattr(ino), |a| reply
-            .attr(&TTL, &self.attr(&a)))
+        self.meta(move |fs, owner| {
+            reply!(reply, "getattr", fs.getattr(ino), |a| reply
+                .attr(&TTL, &owner.attr(&a)))
+        })
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
             return reply.error(libc::EROFS);
         }
-        reply!(reply, "open", self.fs.open(ino), |_v| reply
-            .opened(0, FOPEN_KEEP_CACHE))
+        self.meta(move |fs, _| {
+            reply!(reply, "open", fs.open(ino), |_v| reply
+                .opened(0, FOPEN_KEEP_CACHE))
+        })
     }
 
     fn read(
@@ -182,7 +199,7 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         let fs = self.fs.clone();
-        let job: Job = Box::new(move || {
+        self.reads.run(move || {
             // A range inside one cached unit goes out as it is, without a copy.
             match fs.read_in_place(ino, offset.max(0) as u64, size as usize) {
                 Ok(Some(slice)) => return reply.data(slice.bytes()),
@@ -197,9 +214,6 @@ impl Filesystem for FuseAdapter {
                 reply!(reply, "read", result, |n| reply.data(&buf[..n]))
             })
         });
-        if let Err(e) = self.jobs.send(job) {
-            (e.0)();
-        }
     }
 
     fn readdir(
@@ -208,25 +222,9 @@ impl Filesystem for FuseAdapter {
         ino: u64,
         _fh: u64,
         offset: i64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        let (entries, parent) = match (self.fs.readdir(ino), self.fs.parent(ino)) {
-            (Ok(e), Ok(p)) => (e.into_iter().map(|e| (e.ino, e.kind, e.name)), p),
-            (Err(e), _) | (_, Err(e)) => return reply.error(errno("readdir", &e)),
-        };
-        let dots = [(ino, FileKind::Directory, ".".to_string())];
-        let parent = [(parent, FileKind::Directory, "..".to_string())];
-        let all = dots.into_iter().chain(parent).chain(entries);
-        for (i, (child, kind, name)) in all.enumerate().skip(offset.max(0) as usize) {
-            let kind = match kind {
-                FileKind::Directory => FileType::Directory,
-                FileKind::File => FileType::RegularFile,
-            };
-            if reply.add(child, (i + 1) as i64, kind, &name) {
-                break;
-            }
-        }
-        reply.ok();
+        self.meta(move |fs, _| readdir_reply(fs, ino, offset, reply))
     }
 
     fn getxattr(
@@ -237,22 +235,24 @@ impl Filesystem for FuseAdapter {
         size: u32,
         reply: ReplyXattr,
     ) {
-        reply!(
-            reply,
-            "getxattr",
-            self.fs.getxattr(ino, &name.to_string_lossy()),
-            |value| xattr_reply(reply, size, &value)
-        )
+        let name = name.to_string_lossy().into_owned();
+        self.meta(move |fs, _| {
+            reply!(reply, "getxattr", fs.getxattr(ino, &name), |value| {
+                xattr_reply(reply, size, &value)
+            })
+        })
     }
 
     fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
-        reply!(reply, "listxattr", self.fs.xattrs(ino), |attrs| {
-            let mut names = Vec::new();
-            for (name, _) in attrs {
-                names.extend_from_slice(name.as_bytes());
-                names.push(0);
-            }
-            xattr_reply(reply, size, &names)
+        self.meta(move |fs, _| {
+            reply!(reply, "listxattr", fs.xattrs(ino), |attrs| {
+                let mut names = Vec::new();
+                for (name, _) in attrs {
+                    names.extend_from_slice(name.as_bytes());
+                    names.push(0);
+                }
+                xattr_reply(reply, size, &names)
+            })
         })
     }
 
@@ -282,4 +282,25 @@ impl Filesystem for FuseAdapter {
         fn setxattr(_ino: u64, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32) -> ReplyEmpty;
         fn removexattr(_ino: u64, _name: &OsStr) -> ReplyEmpty;
     }
+}
+
+/// Answer a directory listing from `offset` on: `.`, `..`, then the entries.
+fn readdir_reply(fs: &ZarrFs, ino: u64, offset: i64, mut reply: ReplyDirectory) {
+    let (entries, parent) = match (fs.readdir(ino), fs.parent(ino)) {
+        (Ok(e), Ok(p)) => (e.into_iter().map(|e| (e.ino, e.kind, e.name)), p),
+        (Err(e), _) | (_, Err(e)) => return reply.error(errno("readdir", &e)),
+    };
+    let dots = [(ino, FileKind::Directory, ".".to_string())];
+    let parent = [(parent, FileKind::Directory, "..".to_string())];
+    let all = dots.into_iter().chain(parent).chain(entries);
+    for (i, (child, kind, name)) in all.enumerate().skip(offset.max(0) as usize) {
+        let kind = match kind {
+            FileKind::Directory => FileType::Directory,
+            FileKind::File => FileType::RegularFile,
+        };
+        if reply.add(child, (i + 1) as i64, kind, &name) {
+            break;
+        }
+    }
+    reply.ok();
 }

@@ -61,6 +61,20 @@ enum Layout {
 /// How deep to look below a folder without metadata for a node that makes it a group.
 const IMPLICIT_DEPTH: usize = 8;
 
+/// How many store requests one such look may make: a folder tree that fans out (or links
+/// back into itself) is given up on, not walked for ever.
+const IMPLICIT_BUDGET: usize = 1024;
+
+/// Whether `name` can be a directory entry: node names from a store that cannot (empty,
+/// `.`, `..`, with `/` or NUL, longer than a file name may be) are left out of listings.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.len() <= 255
+        && !name.contains(['/', '\0'])
+}
+
 /// A Zarr hierarchy in a store.
 pub struct Hierarchy {
     store: Arc<dyn Store>,
@@ -133,7 +147,7 @@ impl Hierarchy {
             }
         }
         // No root document: an implicit root group (v2 and v3 nodes are both found).
-        if h.contains_node("", IMPLICIT_DEPTH)? {
+        if h.contains_node("", IMPLICIT_DEPTH, &mut { IMPLICIT_BUDGET })? {
             return Ok(h);
         }
         Err(Error::Invalid(
@@ -172,34 +186,45 @@ impl Hierarchy {
         }
     }
 
-    /// The kind of the node at `path`; `None` when there is none. A node whose metadata
-    /// fails to parse counts as an array, so that it is listed and its reads report why.
-    pub fn kind_of(&self, path: &str) -> Result<Option<NodeKind>> {
+    /// The kind of the node at `path`; `None` when there is none (or its name cannot be
+    /// a store key). A node whose metadata cannot be read or used counts as an array, so
+    /// that it is listed and its reads report why; it never fails its parent's listing.
+    pub fn kind_of(&self, path: &str) -> Option<NodeKind> {
         match self.node(path) {
-            Ok(node) => Ok(Some(node.kind())),
-            Err(Error::NotFound(_)) => Ok(None),
-            Err(e @ (Error::Io { .. } | Error::InvalidKey(_))) => Err(e),
-            Err(_) => Ok(Some(NodeKind::Array)),
+            Ok(node) => Some(node.kind()),
+            Err(Error::NotFound(_) | Error::InvalidKey(_)) => None,
+            Err(e) => {
+                log::debug!("{e}");
+                Some(NodeKind::Array)
+            }
         }
     }
 
     fn implicit(&self, path: &str) -> Result<Option<NodeKind>> {
-        if path.is_empty() || self.contains_node(path, IMPLICIT_DEPTH)? {
+        let mut budget = IMPLICIT_BUDGET;
+        if path.is_empty() || self.contains_node(path, IMPLICIT_DEPTH, &mut budget)? {
             Ok(Some(NodeKind::ImplicitGroup))
         } else {
+            if budget == 0 {
+                log::warn!(
+                    "/{path}: gave up looking for nodes below it after {IMPLICIT_BUDGET} store requests"
+                );
+            }
             Ok(None)
         }
     }
 
-    /// Whether any node lies below the folder of `path` (within `depth` levels).
-    fn contains_node(&self, path: &str, depth: usize) -> Result<bool> {
+    /// Whether any node lies below the folder of `path` (within `depth` levels), spending
+    /// at most `budget` store requests.
+    fn contains_node(&self, path: &str, depth: usize, budget: &mut usize) -> Result<bool> {
         if let Some(c) = &self.consolidated {
             let prefix = v3::prefix_of(path);
             return Ok(c.keys().any(|k| k.starts_with(&prefix)));
         }
-        if depth == 0 {
+        if depth == 0 || *budget == 0 {
             return Ok(false);
         }
+        *budget -= 1;
         let folder = match &self.layout {
             Layout::Draft(_) => format!("meta/root/{}", v3::prefix_of(path)),
             _ => v3::prefix_of(path),
@@ -209,15 +234,21 @@ impl Hierarchy {
             Layout::Draft(_) => return Ok(!listing.keys.is_empty() || !listing.prefixes.is_empty()),
             _ => &["zarr.json", ".zarray", ".zgroup"],
         };
-        for sub in &listing.prefixes {
+        for sub in listing.prefixes.iter().filter(|s| valid_name(s)) {
             let child = join(path, sub);
             let child_prefix = v3::prefix_of(&child);
             for m in markers {
-                if self.store.get(&format!("{child_prefix}{m}"))?.is_some() {
-                    return Ok(true);
+                if *budget == 0 {
+                    return Ok(false);
+                }
+                *budget -= 1;
+                // A marker that exists but cannot be read still marks a node.
+                match self.store.get(&format!("{child_prefix}{m}")) {
+                    Ok(None) | Err(Error::InvalidKey(_)) => {}
+                    Ok(Some(_)) | Err(_) => return Ok(true),
                 }
             }
-            if self.contains_node(&child, depth - 1)? {
+            if self.contains_node(&child, depth - 1, budget)? {
                 return Ok(true);
             }
         }
@@ -334,7 +365,12 @@ impl Hierarchy {
         names.dedup();
         let mut out = Vec::new();
         for name in names {
-            if let Some(kind) = self.kind_of(&join(&path, &name))? {
+            if !valid_name(&name) {
+                let shown: String = name.chars().take(64).collect();
+                log::warn!("/{path}: left out a node named {shown:?}: not a valid file name");
+                continue;
+            }
+            if let Some(kind) = self.kind_of(&join(&path, &name)) {
                 out.push((name, kind));
             }
         }

@@ -80,13 +80,35 @@ pub fn tree(h: &Hierarchy, path: &str) -> Result<Vec<Value>> {
     let root = h.node(&path)?;
     let mut out = vec![node_json(h, &path, root.kind())];
     if root.kind().is_group() {
-        walk(h, &path, &mut out)?;
+        walk(h, &path, &mut out, 0);
     }
     Ok(out)
 }
 
-fn walk(h: &Hierarchy, path: &str, out: &mut Vec<Value>) -> Result<()> {
-    for (name, kind) in h.children(path)? {
+/// How many levels below the starting node the tree goes (folders linked back into
+/// themselves would otherwise nest without end).
+const MAX_DEPTH: usize = 64;
+
+/// The children of the group at `path` (the last entry of `out`), depth first. A group
+/// whose children cannot be listed gets the error and the walk carries on.
+fn walk(h: &Hierarchy, path: &str, out: &mut Vec<Value>, depth: usize) {
+    let children = if depth >= MAX_DEPTH {
+        Err(crate::Error::Invalid(format!(
+            "/{path}: deeper than {MAX_DEPTH} levels, not listed"
+        )))
+    } else {
+        h.children(path)
+    };
+    let children = match children {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(Value::Object(node)) = out.last_mut() {
+                node.insert("error".into(), json!(e.to_string()));
+            }
+            return;
+        }
+    };
+    for (name, kind) in children {
         let child = if path.is_empty() {
             name
         } else {
@@ -94,10 +116,9 @@ fn walk(h: &Hierarchy, path: &str, out: &mut Vec<Value>) -> Result<()> {
         };
         out.push(node_json(h, &child, kind));
         if kind.is_group() {
-            walk(h, &child, out)?;
+            walk(h, &child, out, depth + 1);
         }
     }
-    Ok(())
 }
 
 /// The human-readable form of one tree entry.

@@ -62,6 +62,57 @@ impl Region<'_> {
     }
 }
 
+impl Region<'_> {
+    /// Set every element of the destination box to `one` (one element, `item` long);
+    /// the source fields are not used.
+    pub fn fill(&self, one: &[u8], dst: &mut [u8]) {
+        let n = self.region.len();
+        if self.region.contains(&0) {
+            return;
+        }
+        let item = self.item;
+        if n == 0 {
+            dst[..item].clone_from_slice(&one[..item]);
+            return;
+        }
+        let base = self.dst_base * item;
+        let ds = strides(self.dst_shape);
+        let row = self.region[n - 1] as usize;
+        let mut idx = vec![0u64; n - 1];
+        loop {
+            let d = (offset(self.dst_at, &ds) + offset(&idx, &ds[..n - 1])) * item - base;
+            fill_row(&mut dst[d..d + row * item], &one[..item]);
+            let mut dim = n - 1;
+            loop {
+                if dim == 0 {
+                    return;
+                }
+                dim -= 1;
+                idx[dim] += 1;
+                if idx[dim] < self.region[dim] {
+                    break;
+                }
+                idx[dim] = 0;
+            }
+        }
+    }
+}
+
+/// Fill `row` with copies of `one`: one element, then doubling copies.
+fn fill_row(row: &mut [u8], one: &[u8]) {
+    if one.iter().all(|b| *b == one[0]) {
+        row.fill(one[0]);
+        return;
+    }
+    row[..one.len()].copy_from_slice(one);
+    let mut done = one.len();
+    while done < row.len() {
+        let n = done.min(row.len() - done);
+        row.copy_within(..n, done);
+        done += n;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +132,26 @@ mod tests {
         }
         .copy(&src, &mut dst);
         assert_eq!(dst, vec![0, 5, 6, 0, 9, 10, 0, 0, 0]);
+    }
+
+    #[test]
+    fn fills_an_inner_box_with_one_element() {
+        let mut dst = vec![0u8; 18]; // 3 x 3 of 2-byte elements
+        Region {
+            src_shape: &[],
+            src_at: &[],
+            dst_shape: &[3, 3],
+            dst_at: &[1, 1],
+            region: &[2, 2],
+            item: 2,
+            dst_base: 0,
+        }
+        .fill(&[7, 8], &mut dst);
+        let mut want = vec![0u8; 18];
+        for (i, j) in [(1, 1), (1, 2), (2, 1), (2, 2)] {
+            want[(i * 3 + j) * 2] = 7;
+            want[(i * 3 + j) * 2 + 1] = 8;
+        }
+        assert_eq!(dst, want);
     }
 }

@@ -294,7 +294,14 @@ impl UnitLoader {
     }
 
     fn load(&self, idx: &[u64]) -> Result<ChunkData> {
-        let mut bytes = self.array.read_unit(idx)?.into_fixed()?;
+        let mut bytes = match self.array.read_unit_or_fill(idx)? {
+            // One element in the file's byte order; nothing to transpose.
+            ChunkData::Fill(mut one) => {
+                swap_elements(&mut one, self.item, &self.swap);
+                return Ok(ChunkData::Fill(one));
+            }
+            data => data.into_fixed()?,
+        };
         if self.reverse {
             bytes = reverse_axes(&bytes, self.item, self.array.unit_shape());
         }
@@ -313,7 +320,7 @@ impl UnitSlice {
     pub fn bytes(&self) -> &[u8] {
         match self.chunk.as_ref() {
             ChunkData::Fixed(b) => &b[self.range.clone()],
-            ChunkData::Var(_) => &[],
+            ChunkData::Var(_) | ChunkData::Fill(_) => &[],
         }
     }
 }
@@ -487,6 +494,10 @@ impl View {
         let loader = &self.loader;
         let key = loader.key(&idx);
         let chunk = self.cache.get_or_load(&key, || loader.load(&idx))?;
+        if matches!(chunk.as_ref(), ChunkData::Fill(_)) {
+            // Nothing to hand out in place: the read writes the fill value.
+            return Ok(None);
+        }
         let range = start * loader.item..start * loader.item + len as usize;
         if !matches!(chunk.as_ref(), ChunkData::Fixed(b) if b.len() == loader.array.unit_bytes() && range.end <= b.len())
         {
@@ -572,7 +583,8 @@ impl View {
             let key = loader.key(&idx);
             let chunk = self.cache.get_or_load(&key, || loader.load(&idx))?;
             let src = match chunk.as_ref() {
-                ChunkData::Fixed(src) if src.len() == unit_len => src,
+                ChunkData::Fixed(src) if src.len() == unit_len => Some(src),
+                ChunkData::Fill(one) if one.len() == loader.item => None,
                 _ => {
                     return Err(Error::corrupt(
                         &meta.meta_key,
@@ -587,7 +599,7 @@ impl View {
                 .collect();
             let within: Vec<u64> = (0..u.len()).map(|k| start[k] - u[k] * unit_f[k]).collect();
             let extent: Vec<u64> = (0..u.len()).map(|k| end[k] - start[k]).collect();
-            Region {
+            let region = Region {
                 src_shape: &unit_f,
                 src_at: &within,
                 dst_shape: &shape_f,
@@ -595,8 +607,12 @@ impl View {
                 region: &extent,
                 item: loader.item,
                 dst_base: first as usize,
+            };
+            match (src, chunk.as_ref()) {
+                (Some(src), _) => region.copy(src, dst),
+                (None, ChunkData::Fill(one)) => region.fill(one, dst),
+                (None, _) => {}
             }
-            .copy(src, dst);
             let piece = extent.iter().product::<u64>() as usize * loader.item;
             self.cache
                 .served(&key, piece - std::mem::take(&mut unserved));

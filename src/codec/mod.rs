@@ -49,6 +49,18 @@ impl ChunkRepr {
             .ok_or_else(|| Error::Invalid(format!("chunk of shape {:?} is too large", self.shape)))
     }
 
+    /// A chunk of fill value as [`ChunkData::Fill`] (one element, nothing materialized)
+    /// for fixed-size types; variable-length ones are materialized by [`Self::filled`].
+    pub fn fill_marker(&self) -> Result<ChunkData> {
+        match &self.fill {
+            FillValue::Fixed(one) => {
+                self.fixed_len()?;
+                Ok(ChunkData::Fill(one.clone()))
+            }
+            FillValue::Var(_) => self.filled(),
+        }
+    }
+
     /// A chunk holding only the fill value.
     pub fn filled(&self) -> Result<ChunkData> {
         Ok(match &self.fill {
@@ -76,13 +88,16 @@ impl ChunkRepr {
 pub enum ChunkData {
     Fixed(Vec<u8>),
     Var(Vec<Option<Vec<u8>>>),
+    /// A fixed-size chunk every element of which is this one element: a chunk that was
+    /// never written, served without being materialized. Codecs never produce it.
+    Fill(Vec<u8>),
 }
 
 impl ChunkData {
     /// Size in memory, for cache accounting.
     pub fn mem_size(&self) -> usize {
         match self {
-            ChunkData::Fixed(b) => b.len(),
+            ChunkData::Fixed(b) | ChunkData::Fill(b) => b.len(),
             ChunkData::Var(v) => v.iter().map(|e| 24 + e.as_ref().map_or(0, Vec::len)).sum(),
         }
     }
@@ -91,6 +106,7 @@ impl ChunkData {
         match self {
             ChunkData::Fixed(b) => Ok(b),
             ChunkData::Var(_) => Err(corrupt("expected fixed-size elements")),
+            ChunkData::Fill(_) => Err(corrupt("a chunk of fill value has no stored bytes")),
         }
     }
 }

@@ -177,6 +177,8 @@ impl Transpose {
                 }
                 ChunkData::Var(permute(&v, 1, src_shape, perm))
             }
+            // Every element is the same: nothing moves.
+            fill @ ChunkData::Fill(_) => fill,
         })
     }
 

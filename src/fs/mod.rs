@@ -91,15 +91,14 @@ impl ZarrFs {
     /// A filesystem over `hierarchy`. `store_name` names the one file shown when the
     /// store's root is an array (a trailing `.zarr` is dropped).
     pub fn new(hierarchy: Hierarchy, options: FsOptions, store_name: &str) -> ZarrFs {
-        let root_array =
-            (hierarchy.kind_of("").ok().flatten() == Some(NodeKind::Array)).then(|| {
-                let name = store_name.trim_end_matches(".zarr");
-                if name.is_empty() || name.starts_with('.') {
-                    "array".to_string()
-                } else {
-                    name.to_string()
-                }
-            });
+        let root_array = (hierarchy.kind_of("") == Some(NodeKind::Array)).then(|| {
+            let name = store_name.trim_end_matches(".zarr");
+            if name.is_empty() || name.starts_with('.') {
+                "array".to_string()
+            } else {
+                name.to_string()
+            }
+        });
         ZarrFs {
             hierarchy,
             cache: Arc::new(ChunkCache::new(cached_bytes(options.cache_bytes))),
@@ -175,12 +174,12 @@ impl ZarrFs {
         let node = if name == GROUP_SIDECAR {
             Node::GroupSidecar(dir.clone())
         } else {
-            match self.hierarchy.kind_of(&join(&dir, name))? {
+            match self.hierarchy.kind_of(&join(&dir, name)) {
                 Some(NodeKind::Array) => Node::Array(join(&dir, name)),
                 Some(_) => Node::Dir(join(&dir, name)),
                 None => match sidecar_target(name) {
                     Some(array)
-                        if self.hierarchy.kind_of(&join(&dir, array))? == Some(NodeKind::Array) =>
+                        if self.hierarchy.kind_of(&join(&dir, array)) == Some(NodeKind::Array) =>
                     {
                         Node::ArraySidecar(join(&dir, array))
                     }

@@ -65,10 +65,8 @@ pub fn parse_group(doc: &Value) -> NodeMetadata {
 fn parse_data_type(value: &Value, key: &str) -> Result<(DataType, SwapUnits)> {
     match value {
         Value::String(s) if s == "bool" => Ok((DataType::Bool, vec![])),
-        Value::String(s) if s.starts_with('r') => match s[1..].parse::<usize>() {
-            Ok(bits) if bits % 8 == 0 && bits > 0 => Ok((DataType::Raw(bits / 8), vec![])),
-            _ => Err(Error::unsupported(key, format!("data type {s:?}"))),
-        },
+        // `r<bits>` as in v3 (sizes bounded there).
+        Value::String(s) if s.starts_with('r') => Ok((dtype::parse_v3(value, key)?, vec![])),
         Value::Object(o) => {
             let primary = o.get("type").map(|t| dtype::parse_v2(t, key));
             match (primary, o.get("fallback")) {

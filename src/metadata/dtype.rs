@@ -5,6 +5,23 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
+/// The largest element zarrfs accepts, in bytes (4 MiB: a structured element with a
+/// 1024 x 1024 float32 sub-array). Every size a parser reads is checked against it with
+/// overflow-checked arithmetic before anything is built from it, so that the sizes of
+/// accepted types (and the arithmetic on them) stay small.
+pub const MAX_ITEM: usize = 4 << 20;
+
+/// `n` bytes as an element size, or an error naming `at` when it passes [`MAX_ITEM`].
+fn item_size(n: Option<u64>, what: &str, at: &str) -> Result<usize> {
+    match n {
+        Some(n) if n <= MAX_ITEM as u64 => Ok(n as usize),
+        _ => Err(Error::metadata(
+            at,
+            format!("{what}: elements larger than {MAX_ITEM} bytes are not supported"),
+        )),
+    }
+}
+
 /// One element type, independent of how it is stored. Sizes are in bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DataType {
@@ -224,11 +241,13 @@ pub fn parse_v3(value: &Value, at: &str) -> Result<DataType> {
     };
     let unsupported = || Error::unsupported(at, format!("data type {value}"));
     let cfg_usize = |key: &str| -> Result<usize> {
-        config
+        let value = config
             .and_then(|c| c.get(key))
-            .and_then(Value::as_u64)
-            .map(|v| v as usize)
-            .ok_or_else(|| Error::metadata(at, format!("data type {name} needs {key}")))
+            .ok_or_else(|| Error::metadata(at, format!("data type {name} needs {key}")))?;
+        let n = value.as_u64().ok_or_else(|| {
+            Error::metadata(at, format!("data type {name}: {key} is not a count"))
+        })?;
+        item_size(Some(n), name, at)
     };
     let time_unit = || -> Result<TimeUnit> {
         let unit = config
@@ -279,8 +298,20 @@ pub fn parse_v3(value: &Value, at: &str) -> Result<DataType> {
         "string" | "variable_length_utf8" => DataType::String,
         "bytes" | "variable_length_bytes" => DataType::VarBytes,
         "struct" | "structured" => parse_v3_struct(config, at)?,
-        _ => match name.strip_prefix('r').and_then(|b| b.parse::<usize>().ok()) {
-            Some(bits) if bits % 8 == 0 && bits > 0 => DataType::Raw(bits / 8),
+        _ => match name
+            .strip_prefix('r')
+            .filter(|b| b.bytes().all(|c| c.is_ascii_digit()))
+        {
+            Some(bits) if !bits.is_empty() => {
+                let bits: Option<u64> = bits.parse().ok();
+                match bits {
+                    Some(b) if b % 8 == 0 && b > 0 => {
+                        DataType::Raw(item_size(Some(b / 8), name, at)?)
+                    }
+                    Some(_) => return Err(unsupported()),
+                    None => item_size(None, name, at).map(DataType::Raw)?,
+                }
+            }
             _ => return Err(unsupported()),
         },
     })
@@ -309,8 +340,11 @@ fn parse_v3_struct(config: Option<&Value>, at: &str) -> Result<DataType> {
         let size = dtype
             .size()
             .ok_or_else(|| Error::unsupported(at, "variable-length struct field"))?;
-        let field_offset = explicit_offset.map(|o| o as usize).unwrap_or(offset);
-        offset = field_offset + size;
+        let field_offset = match explicit_offset {
+            Some(o) => item_size(Some(o), "struct field offset", at)?,
+            None => offset,
+        };
+        offset = item_size((field_offset as u64).checked_add(size as u64), "struct", at)?;
         out.push(Field {
             name: name.to_string(),
             dtype,
@@ -339,19 +373,38 @@ pub fn parse_v2(value: &Value, at: &str) -> Result<(DataType, SwapUnits)> {
                     .as_str()
                     .ok_or_else(|| Error::metadata(at, "structured field name"))?;
                 let (dtype, field_big) = parse_v2(&parts[1], at)?;
-                let shape: Vec<usize> = match parts.get(2) {
+                let shape: Vec<u64> = match parts.get(2) {
                     Some(Value::Array(dims)) => dims
                         .iter()
-                        .map(|d| d.as_u64().map(|d| d as usize))
+                        .map(Value::as_u64)
                         .collect::<Option<_>>()
                         .ok_or_else(|| Error::metadata(at, "structured field shape"))?,
+                    Some(Value::Number(n)) => vec![n
+                        .as_u64()
+                        .ok_or_else(|| Error::metadata(at, "structured field shape"))?],
                     Some(_) => return Err(Error::metadata(at, "structured field shape")),
                     None => vec![],
                 };
                 let size = dtype
                     .size()
                     .ok_or_else(|| Error::unsupported(at, "object field in structured type"))?;
-                let count: usize = shape.iter().product();
+                // Checked before anything loops over or allocates for the sub-array.
+                let count = item_size(
+                    shape.iter().try_fold(1u64, |acc, d| acc.checked_mul(*d)),
+                    "structured field shape",
+                    at,
+                )?;
+                let field_bytes = item_size(
+                    (size as u64).checked_mul(count as u64),
+                    "structured field",
+                    at,
+                )?;
+                item_size(
+                    (offset as u64).checked_add(field_bytes as u64),
+                    "structured type",
+                    at,
+                )?;
+                let shape: Vec<usize> = shape.iter().map(|d| *d as usize).collect();
                 for i in 0..count {
                     big.extend(field_big.iter().map(|(o, l)| (offset + i * size + o, *l)));
                 }
@@ -361,7 +414,7 @@ pub fn parse_v2(value: &Value, at: &str) -> Result<(DataType, SwapUnits)> {
                     offset,
                     shape,
                 });
-                offset += size * count;
+                offset += field_bytes;
             }
             Ok((DataType::Struct(out), big))
         }
@@ -385,8 +438,18 @@ pub fn parse_typestr(s: &str, at: &str) -> Result<(DataType, SwapUnits)> {
     };
     let n: usize = if num.is_empty() && kind == 'O' {
         8
+    } else if !num.is_empty() && num.bytes().all(|c| c.is_ascii_digit()) {
+        // Counts of characters (U) are checked as their byte size.
+        let count: Option<u64> = num.parse().ok();
+        let bytes = if kind == 'U' {
+            count.and_then(|c| c.checked_mul(4))
+        } else {
+            count
+        };
+        item_size(bytes, s, at)?;
+        count.map(|c| c as usize).ok_or_else(unsupported)?
     } else {
-        num.parse().map_err(|_| unsupported())?
+        return Err(unsupported());
     };
     let dtype = match kind {
         'b' if n == 1 => DataType::Bool,
@@ -465,5 +528,42 @@ mod tests {
         assert_eq!(dt.size(), Some(10));
         assert_eq!(big, vec![(0, 2), (6, 2), (8, 2)]);
         assert!(parse_typestr("<q8", "a").is_err());
+    }
+
+    #[test]
+    fn absurd_element_sizes_fail_before_anything_is_built() {
+        let too_big = |r: Result<DataType>| match r {
+            Err(Error::Metadata { reason, .. }) => {
+                assert!(reason.contains("larger than"), "{reason}")
+            }
+            other => panic!("expected a size error, got {other:?}"),
+        };
+        too_big(parse_v3(&json!("r8000000000"), "a"));
+        too_big(parse_v3(&json!("r184467440737095516160"), "a"));
+        for name in ["raw_bytes", "fixed_length_utf32", "null_terminated_bytes"] {
+            too_big(parse_v3(
+                &json!({"name": name, "configuration": {"length_bytes": 3_000_000_000u64}}),
+                "a",
+            ));
+        }
+        too_big(parse_v3(
+            &json!({"name": "struct", "configuration": {"fields": [
+                {"name": "a", "data_type": "int8", "byte_offset": u64::MAX}]}}),
+            "a",
+        ));
+        for ts in [
+            "|V3000000000",
+            "|S3000000000",
+            "<U1000000000",
+            ">U1000000000",
+        ] {
+            too_big(parse_typestr(ts, "a").map(|(d, _)| d));
+        }
+        // Sub-array shapes whose product passes 2^61 (and 2^64) fail before any loop.
+        too_big(parse_v2(&json!([["a", ">f8", [1u64 << 31, 1u64 << 31]]]), "a").map(|(d, _)| d));
+        too_big(parse_v2(&json!([["a", "<i1", [u64::MAX, u64::MAX, 2]]]), "a").map(|(d, _)| d));
+        // Within the limit, a big-endian text type still parses.
+        let (dt, big) = parse_typestr(">U1000", "a").unwrap();
+        assert_eq!((dt.size(), big.len()), (Some(4000), 1000));
     }
 }

@@ -4,9 +4,10 @@
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::{ByteRange, Listing, Store};
+use super::{value_buffer, ByteRange, Listing, Store};
 use crate::error::{Error, Result};
 
 /// A read-only store over a directory tree.
@@ -46,20 +47,36 @@ impl FolderStore {
         }
         // Symlinks are allowed only when they stay inside the root.
         match path.canonicalize() {
-            Ok(real) if !real.starts_with(&self.root) => Err(Error::InvalidKey(key.to_string())),
+            Ok(real) if !real.starts_with(&self.root) => Err(io_err(
+                key,
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "a symlink leads outside the store root",
+                ),
+            )),
             _ => Ok(path),
         }
     }
 
+    /// Open the regular file at `key`; `None` when nothing is there. Anything else at the
+    /// key (a directory, FIFO, socket or device) is an error, found without blocking: the
+    /// open never waits for a FIFO's writer or a device.
     fn open_file(&self, key: &str) -> Result<Option<File>> {
         let path = self.resolve(key)?;
-        match File::open(&path) {
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&path);
+        match opened {
             Ok(f) => {
                 let meta = f.metadata().map_err(|source| io_err(key, source))?;
                 if meta.is_file() {
                     Ok(Some(f))
                 } else {
-                    Ok(None)
+                    Err(io_err(
+                        key,
+                        io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
+                    ))
                 }
             }
             Err(e) if is_missing(&e) => Ok(None),
@@ -92,8 +109,8 @@ impl Store for FolderStore {
         // readahead window that starts small.
         // SAFETY: advice on a descriptor we own; failure only loses the hint.
         unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, size as i64, libc::POSIX_FADV_WILLNEED) };
-        let mut buf = Vec::with_capacity(size as usize);
-        f.read_to_end(&mut buf).map_err(|e| io_err(key, e))?;
+        let mut buf = value_buffer(key, size)?;
+        f.read_exact(&mut buf).map_err(|e| io_err(key, e))?;
         Ok(Some(buf))
     }
 
@@ -114,7 +131,7 @@ impl Store for FolderStore {
         };
         f.seek(SeekFrom::Start(offset))
             .map_err(|e| io_err(key, e))?;
-        let mut buf = vec![0u8; len as usize];
+        let mut buf = value_buffer(key, len)?;
         f.read_exact(&mut buf).map_err(|e| io_err(key, e))?;
         Ok(Some(buf))
     }
@@ -155,6 +172,7 @@ impl Store for FolderStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
     fn tmp_store() -> (PathBuf, FolderStore) {
         let dir = std::env::temp_dir().join(format!(
@@ -175,7 +193,10 @@ mod tests {
         let (_dir, s) = tmp_store();
         assert_eq!(s.get("a/k").unwrap().unwrap(), b"0123456789");
         assert_eq!(s.get("a/missing").unwrap(), None);
-        assert_eq!(s.get("a").unwrap(), None);
+        assert!(
+            matches!(s.get("a"), Err(Error::Io { .. })),
+            "a folder is no value"
+        );
         let span = ByteRange::Span { offset: 8, len: 5 };
         assert_eq!(s.get_range("a/k", span).unwrap().unwrap(), b"89");
         assert_eq!(
@@ -185,6 +206,22 @@ mod tests {
         let l = s.list_dir("").unwrap();
         assert_eq!(l.prefixes, vec!["a"]);
         assert_eq!(s.list_dir("a/").unwrap().keys, vec!["k"]);
+    }
+
+    #[test]
+    fn refuses_fifos_without_blocking() {
+        let (dir, s) = tmp_store();
+        let fifo =
+            std::ffi::CString::new(dir.join("root/a/fifo").into_os_string().into_vec()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let err = s.get("a/fifo").unwrap_err().to_string();
+        assert!(
+            err.contains("a/fifo") && err.contains("not a regular file"),
+            "{err}"
+        );
+        assert!(s.get_range("a/fifo", ByteRange::Suffix(4)).is_err());
+        assert!(!s.list_dir("a/").unwrap().keys.contains(&"fifo".to_string()));
     }
 
     #[test]
@@ -200,7 +237,11 @@ mod tests {
             assert!(matches!(s.get(bad), Err(Error::InvalidKey(_))), "{bad}");
         }
         std::os::unix::fs::symlink(dir.join("secret"), dir.join("root/link")).unwrap();
-        assert!(matches!(s.get("link"), Err(Error::InvalidKey(_))));
+        let err = s.get("link").unwrap_err().to_string();
+        assert!(
+            err.contains("link") && err.contains("outside the store root"),
+            "{err}"
+        );
         assert!(!s.list_dir("").unwrap().keys.contains(&"link".to_string()));
         std::os::unix::fs::symlink(dir.join("root/a/k"), dir.join("root/inside")).unwrap();
         assert_eq!(s.get("inside").unwrap().unwrap(), b"0123456789");

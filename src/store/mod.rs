@@ -1,10 +1,35 @@
 //! Where bytes come from: a small read-only key/value store trait and its implementations.
 
 mod folder;
+mod memory;
 
 pub use folder::FolderStore;
+pub use memory::MemoryStore;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+/// The largest value (or range of one) a store hands out: the largest chunk zarrfs decodes
+/// (4 GiB) and then some for the codecs' overhead. Larger values are refused before anything
+/// is allocated for them.
+pub const MAX_VALUE: u64 = (4 << 30) + (64 << 20);
+
+/// A zeroed buffer of `len` bytes for the value at `key`, or an error (never an abort) when
+/// `len` passes [`MAX_VALUE`] or memory cannot be had.
+pub fn value_buffer(key: &str, len: u64) -> Result<Vec<u8>> {
+    if len > MAX_VALUE {
+        return Err(Error::corrupt(
+            key,
+            format!("value of {len} bytes is larger than any chunk can be"),
+        ));
+    }
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(len as usize).map_err(|_| Error::Io {
+        key: key.to_string(),
+        source: std::io::Error::from(std::io::ErrorKind::OutOfMemory),
+    })?;
+    buf.resize(len as usize, 0);
+    Ok(buf)
+}
 
 /// A byte range of a stored value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

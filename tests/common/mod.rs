@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod mount;
+
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -1,0 +1,171 @@
+//! Mounting for the end-to-end tests: a background mount unmounted on drop, the
+//! mount table, `zarrfs umount`, full preads, a deterministic generator and the test
+//! venv's Python.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{zarrfs, Manifest, TempDir};
+
+pub fn mounted(mountpoint: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let target = mountpoint.to_string_lossy().to_string();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(target.as_str()))
+}
+
+/// A background mount, unmounted on drop.
+pub struct Mount {
+    pub mountpoint: PathBuf,
+    pub log: PathBuf,
+    /// Removed after the unmount in `drop`.
+    _dir: TempDir,
+}
+
+impl Mount {
+    pub fn new(store: &Path, args: &[&str]) -> Mount {
+        assert!(
+            Path::new("/dev/fuse").exists(),
+            "/dev/fuse is missing: mount tests need FUSE"
+        );
+        let dir = TempDir::new("mnt");
+        let mountpoint = dir.path().join("mnt");
+        std::fs::create_dir(&mountpoint).expect("mkdir");
+        let log = dir.path().join("zarrfs.log");
+        let status = Command::new(zarrfs())
+            .arg("mount")
+            .arg(store)
+            .arg(&mountpoint)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .status()
+            .expect("run zarrfs mount");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            status.success(),
+            "zarrfs mount {} failed: {text}",
+            store.display()
+        );
+        assert!(
+            mounted(&mountpoint),
+            "not mounted after zarrfs mount returned"
+        );
+        Mount {
+            mountpoint,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.mountpoint.join(p)
+    }
+
+    /// The file of array `p` of `store`: a root array is named after the store folder.
+    pub fn array(&self, m: &Manifest, store: &str, p: &str) -> PathBuf {
+        if p.is_empty() {
+            let folder = m.store_dir(store);
+            let name = folder
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            self.mountpoint.join(name.trim_end_matches(".zarr"))
+        } else {
+            self.mountpoint.join(p)
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// `zarrfs umount MOUNTPOINT`.
+pub fn umount(mountpoint: &Path) -> std::process::ExitStatus {
+    Command::new(zarrfs())
+        .arg("umount")
+        .arg(mountpoint)
+        .status()
+        .expect("run zarrfs umount")
+}
+
+/// Unmounts a mount made by someone else (a script) when dropped, even after a panic.
+pub struct Unmount<'a>(pub &'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        if mounted(self.0) {
+            let _ = Command::new(zarrfs()).arg("umount").arg(self.0).status();
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new(zarrfs())
+            .arg("umount")
+            .arg(&self.mountpoint)
+            .status();
+    }
+}
+
+/// A small deterministic generator for offsets and lengths.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self, bound: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % bound.max(1)
+    }
+}
+
+/// pread until `len` bytes or end of file.
+pub fn pread_full(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        let n = file.read_at(&mut buf[got..], offset + got as u64)?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    buf.truncate(got);
+    Ok(buf)
+}
+
+/// Run a Python snippet with the test venv's Python; its stdout.
+pub fn run_python(script: &str) -> String {
+    let out = Command::new(test_python())
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+pub fn test_python() -> String {
+    std::env::var("ZARRFS_TEST_PYTHON")
+        .expect("ZARRFS_TEST_PYTHON must name a Python with numpy (scripts/test.sh sets it)")
+}
+
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
