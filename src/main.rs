@@ -219,8 +219,17 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
         .format_timestamp_millis()
         .init();
+    // A panic (a bug; bad input is an error) is one log line. On a worker the request
+    // fails and the daemon goes on (see zarrfs::pool); here the command exits 1.
+    std::panic::set_hook(Box::new(|info| log::error!("internal error: {info}")));
     let cli = Cli::parse();
-    match run(cli) {
+    let result = std::panic::catch_unwind(|| run(cli)).unwrap_or_else(|panic| {
+        Err(Error::Invalid(format!(
+            "internal error: {}",
+            zarrfs::pool::panic_message(&panic)
+        )))
+    });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that stopped early (`zarrfs cat ... | head`) is not an error.
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {

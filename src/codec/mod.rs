@@ -19,6 +19,10 @@ use crate::metadata::{CodecSpec, DataType, FillValue};
 /// Upper bound on any decoded chunk or intermediate buffer of unknown size (4 GiB).
 pub const MAX_BUFFER: usize = 4 << 30;
 
+/// Upper bound on the elements of a decoded variable-length chunk (each costs a few
+/// dozen bytes of bookkeeping besides its value).
+pub const MAX_VAR_ELEMENTS: usize = 1 << 24;
+
 /// What an array looks like at one point of the chain: shape, element type and fill.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkRepr {
@@ -75,8 +79,13 @@ impl ChunkRepr {
             FillValue::Var(v) => {
                 let n = usize::try_from(self.num_elements())
                     .ok()
-                    .filter(|n| *n <= MAX_BUFFER / 8)
-                    .ok_or_else(|| Error::Invalid("chunk too large".into()))?;
+                    .filter(|n| *n <= MAX_VAR_ELEMENTS)
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "variable-length chunk of shape {:?}: more than {MAX_VAR_ELEMENTS} elements",
+                            self.shape
+                        ))
+                    })?;
                 ChunkData::Var(vec![v.clone(); n])
             }
         })

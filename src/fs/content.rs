@@ -14,6 +14,26 @@ use crate::prefetch::Prefetcher;
 use crate::view::{write_var_lines, Layout, Order, View};
 use crate::{Error, Result};
 
+/// The largest text a variable-length array's file may be: it is held whole in memory.
+const MAX_TEXT: usize = 256 << 20;
+
+/// A text buffer that refuses to grow past [`MAX_TEXT`].
+struct BoundedText(Vec<u8>);
+
+impl std::io::Write for BoundedText {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_TEXT {
+            return Err(std::io::ErrorKind::FileTooLarge.into());
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 pub enum Content {
     /// A fixed-size array, read chunk by chunk.
     Flat(View),
@@ -54,9 +74,17 @@ pub fn array_file(
     let meta = array_meta(h, path)?;
     let array = Arc::new(Array::open(meta, h.store().clone())?);
     if array.meta.dtype.is_var() {
-        let mut text = Vec::new();
-        write_var_lines(&array, cache, layout.order, &mut text)?;
-        return Ok(Content::Bytes(text));
+        let mut text = BoundedText(Vec::new());
+        write_var_lines(&array, cache, layout.order, &mut text).map_err(|e| match e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::FileTooLarge => {
+                Error::unsupported(
+                    &array.meta.meta_key,
+                    format!("text view larger than {} MiB", MAX_TEXT >> 20),
+                )
+            }
+            other => other,
+        })?;
+        return Ok(Content::Bytes(text.0));
     }
     let view = View::new(array, cache.clone(), layout)?.with_prefetch(prefetcher.clone());
     Ok(Content::Flat(view))

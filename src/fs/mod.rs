@@ -131,6 +131,14 @@ impl ZarrFs {
             }
         }
         names.sort_by(|a, b| a.0.cmp(&b.0));
+        // A node named like a sidecar (`.group.json`, `.NAME.json`) shows once.
+        names.dedup_by(|later, first| {
+            let same = later.0 == first.0;
+            if same {
+                log::warn!("/{dir}: left out a second entry named {:?}", later.0);
+            }
+            same
+        });
         Ok(names)
     }
 

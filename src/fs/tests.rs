@@ -178,3 +178,87 @@ fn reads_inside_one_unit_are_served_in_place() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
+    let dir = std::env::temp_dir().join(format!("zarrfs-badnodes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let doc = |dtype: serde_json::Value, shape: serde_json::Value, chunks: serde_json::Value| {
+        serde_json::json!({
+            "zarr_format": 3, "node_type": "array", "shape": shape, "data_type": dtype,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 7, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+        })
+    };
+    let data: Vec<u8> = (0u16..30).flat_map(|v| v.to_le_bytes()).collect();
+    let small = doc(
+        "uint16".into(),
+        serde_json::json!([6, 5]),
+        serde_json::json!([4, 4]),
+    );
+    crate::demo::v3_array(&dir, "good", small, &data).unwrap();
+    let write = |name: &str, text: &str| {
+        std::fs::create_dir_all(dir.join(name)).unwrap();
+        std::fs::write(dir.join(name).join("zarr.json"), text).unwrap();
+    };
+    write("bad_json", "{\"zarr_format\": 3, ");
+    let huge = doc(
+        "r8000000000".into(),
+        serde_json::json!([4]),
+        serde_json::json!([4]),
+    );
+    write("huge_dtype", &huge.to_string());
+    std::fs::create_dir_all(dir.join("fifo")).unwrap();
+    let fifo = std::ffi::CString::new(dir.join("fifo/zarr.json").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    // 4 GiB of uint32 fill value in 1 GiB chunks, none written.
+    let big = doc(
+        "uint32".into(),
+        serde_json::json!([1u64 << 20, 1024]),
+        serde_json::json!([1u64 << 18, 1024]),
+    );
+    write("empty", &big.to_string());
+
+    let fs = fs_over(&dir, Order::C, false);
+    let listed = names(&fs, ROOT);
+    for name in ["bad_json", "huge_dtype", "fifo", "good", "empty"] {
+        assert!(listed.contains(&name.to_string()), "{name} in {listed:?}");
+    }
+    for (name, key) in [
+        ("bad_json", "bad_json/zarr.json"),
+        ("huge_dtype", "huge_dtype/zarr.json"),
+        ("fifo", "fifo/zarr.json"),
+    ] {
+        let attr = fs.lookup(ROOT, name).unwrap();
+        assert_eq!(attr.kind, FileKind::File, "{name}");
+        let err = fs.open(attr.ino).unwrap_err();
+        assert_eq!(err.errno(), libc::EIO, "{name}: {err}");
+        assert!(err.to_string().contains(key), "{name}: {err}");
+    }
+    let good = fs.lookup(ROOT, "good").unwrap();
+    assert_eq!(fs.read(good.ino, 0, 100).unwrap(), data);
+    for offset in [60, 61, 1 << 40, u64::MAX - 10, u64::MAX] {
+        assert!(
+            fs.read(good.ino, offset, 4096).unwrap().is_empty(),
+            "{offset}"
+        );
+    }
+    let empty = fs.lookup(ROOT, "empty").unwrap();
+    assert_eq!(empty.size, 4 << 30);
+    for offset in [
+        0,
+        (1 << 30) - 6,
+        (3 << 30) + 12345 * 4,
+        (4 << 30) - (1 << 20),
+    ] {
+        let got = fs.read(empty.ino, offset, 1 << 20).unwrap();
+        assert_eq!(got.len(), 1 << 20);
+        let fill = 7u32.to_le_bytes();
+        let at = |i: usize| fill[(offset as usize + i) % 4];
+        assert!(got.iter().enumerate().all(|(i, b)| *b == at(i)), "{offset}");
+    }
+    assert!(fs.cache.used() < 1 << 20, "cache holds {}", fs.cache.used());
+    let _ = std::fs::remove_dir_all(dir);
+}
