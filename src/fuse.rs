@@ -287,18 +287,21 @@ impl Filesystem for FuseAdapter {
 /// Answer a directory listing from `offset` on: `.`, `..`, then the entries.
 fn readdir_reply(fs: &ZarrFs, ino: u64, offset: i64, mut reply: ReplyDirectory) {
     let (entries, parent) = match (fs.readdir(ino), fs.parent(ino)) {
-        (Ok(e), Ok(p)) => (e.into_iter().map(|e| (e.ino, e.kind, e.name)), p),
+        (Ok(e), Ok(p)) => (e, p),
         (Err(e), _) | (_, Err(e)) => return reply.error(errno("readdir", &e)),
     };
-    let dots = [(ino, FileKind::Directory, ".".to_string())];
-    let parent = [(parent, FileKind::Directory, "..".to_string())];
-    let all = dots.into_iter().chain(parent).chain(entries);
+    let dots = [
+        (ino, FileKind::Directory, "."),
+        (parent, FileKind::Directory, ".."),
+    ];
+    let listed = entries.iter().map(|e| (e.ino, e.kind, e.name.as_str()));
+    let all = dots.into_iter().chain(listed);
     for (i, (child, kind, name)) in all.enumerate().skip(offset.max(0) as usize) {
         let kind = match kind {
             FileKind::Directory => FileType::Directory,
             FileKind::File => FileType::RegularFile,
         };
-        if reply.add(child, (i + 1) as i64, kind, &name) {
+        if reply.add(child, (i + 1) as i64, kind, name) {
             break;
         }
     }

@@ -28,8 +28,8 @@ pub enum Node {
 pub struct Entry {
     pub parent: u64,
     pub node: Node,
-    /// A directory's listing: (name, inode), sorted, built once.
-    pub listing: OnceLock<Vec<(String, u64)>>,
+    /// A directory's listing, sorted, built once.
+    pub listing: OnceLock<Arc<Vec<super::DirEntry>>>,
     /// A file's loaded content.
     pub content: Mutex<Option<Arc<Content>>>,
 }

@@ -200,35 +200,26 @@ impl ZarrFs {
     }
 
     /// The entries of directory `ino`: children, `.group.json` and a `.NAME.json` per array.
-    pub fn readdir(&self, ino: u64) -> Result<Vec<DirEntry>> {
+    /// Built once and shared, so that a large directory read in many pieces is cheap.
+    pub fn readdir(&self, ino: u64) -> Result<Arc<Vec<DirEntry>>> {
         let entry = self.entry(ino)?;
-        let dir = self.dir_path(ino)?;
-        if entry.listing.get().is_none() {
-            let listing = self
-                .entries(&dir)?
-                .into_iter()
-                .map(|(name, node)| {
-                    let child = self.inodes.insert(ino, &name, node);
-                    (name, child)
-                })
-                .collect();
-            let _ = entry.listing.set(listing);
+        if let Some(listing) = entry.listing.get() {
+            return Ok(listing.clone());
         }
-        let listing = entry.listing.get().cloned().unwrap_or_default();
-        listing
+        let dir = self.dir_path(ino)?;
+        let listing: Vec<DirEntry> = self
+            .entries(&dir)?
             .into_iter()
-            .map(|(name, child)| {
-                let kind = match self.entry(child)?.node {
+            .map(|(name, node)| {
+                let kind = match node {
                     Node::Dir(_) => FileKind::Directory,
                     _ => FileKind::File,
                 };
-                Ok(DirEntry {
-                    ino: child,
-                    name,
-                    kind,
-                })
+                let ino = self.inodes.insert(ino, &name, node);
+                DirEntry { ino, name, kind }
             })
-            .collect()
+            .collect();
+        Ok(entry.listing.get_or_init(|| Arc::new(listing)).clone())
     }
 
     /// A file's content, loaded once.

@@ -33,8 +33,8 @@ fn fs_over(dir: &std::path::Path, order: Order, big_endian: bool) -> ZarrFs {
 fn names(fs: &ZarrFs, ino: u64) -> Vec<String> {
     fs.readdir(ino)
         .unwrap()
-        .into_iter()
-        .map(|e| e.name)
+        .iter()
+        .map(|e| e.name.clone())
         .collect()
 }
 
