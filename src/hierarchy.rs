@@ -130,15 +130,24 @@ impl Hierarchy {
             }
             return Ok(h);
         }
-        if let Some(bytes) = h.store.get(".zmetadata")? {
-            h.layout = Layout::V2;
+        // Consolidated metadata that cannot be used is passed over: the documents it
+        // would have summarized are read one by one.
+        let consolidated = h.store.get(".zmetadata").and_then(|bytes| {
+            let Some(bytes) = bytes else { return Ok(None) };
             let doc = parse_json(&bytes, ".zmetadata")?;
-            let meta = doc
-                .get("metadata")
-                .and_then(Value::as_object)
-                .ok_or_else(|| Error::metadata(".zmetadata", "no metadata object"))?;
-            h.consolidated = Some(meta.clone());
-            return Ok(h);
+            match doc.get("metadata") {
+                Some(Value::Object(meta)) => Ok(Some(meta.clone())),
+                _ => Err(Error::metadata(".zmetadata", "no metadata object")),
+            }
+        });
+        match consolidated {
+            Ok(Some(meta)) => {
+                h.layout = Layout::V2;
+                h.consolidated = Some(meta);
+                return Ok(h);
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("{e}; reading the other metadata documents instead"),
         }
         for marker in [".zgroup", ".zarray", ".zattrs"] {
             if h.store.get(marker)?.is_some() {
@@ -375,5 +384,103 @@ impl Hierarchy {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    const ZARRAY: &str = r#"{"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i2",
+        "compressor": null, "fill_value": 0, "order": "C", "filters": null}"#;
+
+    fn open(entries: &[(&str, &str)]) -> Hierarchy {
+        let mut store = MemoryStore::new();
+        for (k, v) in entries {
+            store.insert(*k, v.as_bytes().to_vec());
+        }
+        Hierarchy::open(Arc::new(store)).unwrap()
+    }
+
+    fn names(h: &Hierarchy, path: &str) -> Vec<(String, NodeKind)> {
+        h.children(path).unwrap()
+    }
+
+    #[test]
+    fn unusable_consolidated_metadata_is_passed_over() {
+        let h = open(&[
+            (".zmetadata", "{not json"),
+            (".zgroup", r#"{"zarr_format": 2}"#),
+            ("a/.zarray", ZARRAY),
+        ]);
+        assert_eq!(names(&h, ""), vec![("a".to_string(), NodeKind::Array)]);
+    }
+
+    #[test]
+    fn lying_consolidated_names_are_left_out_and_bad_nodes_listed_alone() {
+        let long = "x".repeat(5000);
+        let zmeta = serde_json::json!({"zarr_consolidated_format": 1, "metadata": {
+            ".zgroup": {"zarr_format": 2},
+            "a/.zarray": serde_json::from_str::<Value>(ZARRAY).unwrap(),
+            "../b/.zarray": serde_json::from_str::<Value>(ZARRAY).unwrap(),
+            "/.zarray": serde_json::from_str::<Value>(ZARRAY).unwrap(),
+            format!("{long}/.zarray"): serde_json::from_str::<Value>(ZARRAY).unwrap(),
+            "bad/.zarray": {"zarr_format": 2, "shape": "no"},
+        }});
+        let h = open(&[(".zmetadata", &zmeta.to_string())]);
+        assert_eq!(
+            names(&h, ""),
+            vec![
+                ("a".to_string(), NodeKind::Array),
+                ("bad".to_string(), NodeKind::Array)
+            ]
+        );
+        assert!(matches!(h.node("bad"), Err(Error::Metadata { .. })));
+        assert!(matches!(h.node("a"), Ok(Node::Array(_))));
+    }
+
+    /// A store that counts the requests made of it.
+    struct Counting(MemoryStore, std::sync::atomic::AtomicUsize);
+
+    impl Store for Counting {
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.get(key)
+        }
+        fn get_range(&self, key: &str, r: crate::store::ByteRange) -> Result<Option<Vec<u8>>> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.get_range(key, r)
+        }
+        fn list_dir(&self, prefix: &str) -> Result<crate::store::Listing> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.list_dir(prefix)
+        }
+    }
+
+    #[test]
+    fn a_fan_out_of_folders_without_nodes_ends_the_implicit_group_probe() {
+        // Six levels of six folders each and no node: 56,000 folders to walk, given up on
+        // after the probe's budget of requests.
+        let mut store = MemoryStore::new();
+        store.insert(
+            "zarr.json",
+            br#"{"zarr_format": 3, "node_type": "group"}"#.to_vec(),
+        );
+        let mut paths = vec![String::new()];
+        for _ in 0..6 {
+            paths = paths
+                .iter()
+                .flat_map(|p| (0..6).map(move |c| format!("{p}{c}/")))
+                .collect();
+        }
+        for p in &paths {
+            store.insert(format!("top/{p}x"), b"not a node".to_vec());
+        }
+        let counting = Arc::new(Counting(store, Default::default()));
+        let h = Hierarchy::open(counting.clone()).unwrap();
+        assert_eq!(h.children("").unwrap(), vec![]);
+        let requests = counting.1.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(requests < 4 * IMPLICIT_BUDGET, "{requests} requests");
     }
 }

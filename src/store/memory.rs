@@ -2,6 +2,7 @@
 //! targets that build a store without touching the disk.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use super::{ByteRange, Listing, Store};
 use crate::error::Result;
@@ -52,17 +53,31 @@ impl Store for MemoryStore {
             p => format!("{p}/"),
         };
         let mut listing = Listing::default();
-        for key in self.values.keys() {
+        // Walk the sorted keys, jumping over each sub-folder's keys at once.
+        let mut from = prefix.clone();
+        while let Some(key) = self
+            .values
+            .range::<str, _>((Bound::Included(from.as_str()), Bound::Unbounded))
+            .next()
+            .map(|e| e.0)
+        {
             let Some(rest) = key.strip_prefix(&prefix) else {
-                continue;
+                break;
             };
             match rest.split_once('/') {
-                Some((dir, _)) => listing.prefixes.push(dir.to_string()),
-                None if !rest.is_empty() => listing.keys.push(rest.to_string()),
-                None => {}
+                Some((dir, _)) => {
+                    listing.prefixes.push(dir.to_string());
+                    // '0' follows '/': past every key below `dir/`.
+                    from = format!("{prefix}{dir}0");
+                }
+                None => {
+                    if !rest.is_empty() {
+                        listing.keys.push(rest.to_string());
+                    }
+                    from = format!("{key}\0");
+                }
             }
         }
-        listing.prefixes.dedup();
         Ok(listing)
     }
 }
