@@ -1,6 +1,6 @@
 //! Mounting for the end-to-end tests: a background mount unmounted on drop, the
-//! mount table, `zarrfs umount`, full preads, a deterministic generator and the test
-//! venv's Python.
+//! mount table, `zarrfs umount`, full preads, a deterministic generator, the test
+//! venv's Python, and a foreground daemon child with its peak memory.
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -168,4 +168,122 @@ pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A `zarrfs mount -f` daemon that is a child of the test, so that its PID (peak memory,
+/// signals) is known. On drop: unmounted with `zarrfs umount` if still mounted, then
+/// waited for; killed if it has not exited 20 s later.
+pub struct ForegroundMount {
+    pub mountpoint: PathBuf,
+    pub log: PathBuf,
+    pub child: std::process::Child,
+    _dir: TempDir,
+}
+
+impl ForegroundMount {
+    /// Starts the daemon and returns once the mount is up; fails (with the daemon's log)
+    /// if it exits first or the mount does not appear within 20 s.
+    pub fn new(store: &Path, args: &[&str]) -> ForegroundMount {
+        assert!(
+            Path::new("/dev/fuse").exists(),
+            "/dev/fuse is missing: mount tests need FUSE"
+        );
+        let dir = TempDir::new("fgmnt");
+        let mountpoint = dir.path().join("mnt");
+        std::fs::create_dir(&mountpoint).expect("mkdir");
+        let log = dir.path().join("zarrfs.log");
+        let mut child = Command::new(zarrfs())
+            .arg("mount")
+            .arg("-f")
+            .arg(store)
+            .arg(&mountpoint)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("spawn zarrfs mount -f");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !mounted(&mountpoint) {
+            let text = || std::fs::read_to_string(&log).unwrap_or_default();
+            if let Some(status) = child.try_wait().expect("wait for zarrfs") {
+                panic!(
+                    "zarrfs mount -f {} exited ({status}): {}",
+                    store.display(),
+                    text()
+                );
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "zarrfs mount -f {}: no mount after 20 s: {}",
+                    store.display(),
+                    text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ForegroundMount {
+            mountpoint,
+            log,
+            child,
+            _dir: dir,
+        }
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.mountpoint.join(p)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The daemon's peak resident memory so far, in bytes (VmHWM).
+    pub fn peak_rss(&self) -> u64 {
+        peak_rss(self.pid()).unwrap_or_else(|| panic!("no VmHWM for daemon {}", self.pid()))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits up to `guard` for the daemon to exit; `None` if it is still running.
+    pub fn wait_exit(&mut self, guard: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + guard;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for zarrfs") {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ForegroundMount {
+    fn drop(&mut self) {
+        if mounted(&self.mountpoint) {
+            let _ = Command::new(zarrfs())
+                .arg("umount")
+                .arg(&self.mountpoint)
+                .status();
+        }
+        if self.wait_exit(Duration::from_secs(20)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Peak resident memory (VmHWM) of process `pid` in bytes; `None` once it has exited.
+pub fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
