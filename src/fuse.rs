@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Error;
 use crate::fs::{Attr, FileKind, ZarrFs};
-use crate::pool::Pool;
+use crate::pool::{FairPool, Pool};
 use fuser::consts::FOPEN_KEEP_CACHE;
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData,
@@ -26,6 +26,10 @@ type Job = Box<dyn FnOnce() + Send>;
 /// Threads answering lookups, attributes, listings and xattrs.
 const META_THREADS: usize = 2;
 
+/// Read workers beyond the reads one file may have in flight: a file whose reads hang on
+/// its store never holds up the reads of other files.
+const SPARE_READ_THREADS: usize = 2;
+
 thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -33,7 +37,7 @@ thread_local! {
 /// The FUSE side of a mount.
 pub struct FuseAdapter {
     fs: Arc<ZarrFs>,
-    reads: Pool,
+    reads: Arc<FairPool>,
     meta: Pool,
     /// Run once, on the first request after the kernel has taken the INIT reply.
     after_init: Option<Job>,
@@ -91,10 +95,11 @@ macro_rules! read_only {
 }
 
 impl FuseAdapter {
+    /// An adapter whose reads run on `threads` workers per file (plus spares).
     pub fn new(fs: Arc<ZarrFs>, threads: usize) -> FuseAdapter {
         FuseAdapter {
             fs,
-            reads: Pool::new(threads, "read"),
+            reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
             meta: Pool::new(META_THREADS, "lookup"),
             after_init: None,
             owner: Owner {
@@ -199,7 +204,7 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         let fs = self.fs.clone();
-        self.reads.run(move || {
+        self.reads.run(ino, move || {
             // A range inside one cached unit goes out as it is, without a copy.
             match fs.read_in_place(ino, offset.max(0) as u64, size as usize) {
                 Ok(Some(slice)) => return reply.data(slice.bytes()),

@@ -1,8 +1,10 @@
 //! Worker threads fed through a queue, for FUSE requests and background decoding. A job
 //! that panics (a bug, never bad input: that is an error) is caught: it is logged in one
 //! line, whatever it held is dropped (a FUSE reply dropped unanswered sends EIO), and the
-//! worker goes on with the next job.
+//! worker goes on with the next job. A [`FairPool`] keeps one file's jobs from taking
+//! every worker: a file whose reads hang on its store leaves the others served.
 
+use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
@@ -86,9 +88,132 @@ impl Pool {
     }
 }
 
+/// A pool whose jobs carry a key (a file): at most `per_key` jobs of one key run at once,
+/// the others wait in order without holding a worker. With more workers than `per_key`,
+/// jobs of other keys always find one.
+pub struct FairPool {
+    pool: Pool,
+    per_key: usize,
+    keys: Mutex<HashMap<u64, KeyJobs>>,
+}
+
+#[derive(Default)]
+struct KeyJobs {
+    running: usize,
+    waiting: VecDeque<Job>,
+}
+
+/// Hands the worker to the key's next waiting job when a job ends, panics included.
+struct Finished<'a> {
+    pool: &'a Arc<FairPool>,
+    key: u64,
+}
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        let next = {
+            let mut keys = self.pool.keys.lock();
+            let Some(jobs) = keys.get_mut(&self.key) else {
+                return;
+            };
+            let next = jobs.waiting.pop_front();
+            if next.is_none() {
+                jobs.running -= 1;
+                if jobs.running == 0 {
+                    keys.remove(&self.key);
+                }
+            }
+            next
+        };
+        if let Some(job) = next {
+            self.pool.start(self.key, job);
+        }
+    }
+}
+
+impl FairPool {
+    /// `threads` workers; at most `per_key` (at least one) jobs of one key at a time.
+    pub fn new(threads: usize, per_key: usize, name: &str) -> Arc<FairPool> {
+        Arc::new(FairPool {
+            pool: Pool::new(threads, name),
+            per_key: per_key.max(1),
+            keys: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Run `job` for `key` now, or once fewer than `per_key` of the key's jobs run.
+    pub fn run(self: &Arc<Self>, key: u64, job: impl FnOnce() + Send + 'static) {
+        let job: Job = Box::new(job);
+        {
+            let mut keys = self.keys.lock();
+            let jobs = keys.entry(key).or_default();
+            if jobs.running >= self.per_key {
+                jobs.waiting.push_back(job);
+                return;
+            }
+            jobs.running += 1;
+        }
+        self.start(key, job);
+    }
+
+    fn start(self: &Arc<Self>, key: u64, job: Job) {
+        let me = self.clone();
+        self.pool.run(move || {
+            let _finished = Finished { pool: &me, key };
+            job();
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_whose_jobs_hang_leaves_workers_for_the_others() {
+        let pool = FairPool::new(3, 2, "test");
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        // Ten jobs of key 1 that block until released.
+        for i in 0..10 {
+            let (rx, tx) = (release_rx.clone(), done_tx.clone());
+            pool.run(1, move || {
+                let _ = rx.lock().recv();
+                tx.send((1, i)).unwrap();
+            });
+        }
+        // Key 2 still runs, one job after another, while key 1 hangs.
+        for i in 0..5 {
+            let tx = done_tx.clone();
+            pool.run(2, move || tx.send((2, i)).unwrap());
+        }
+        for i in 0..5 {
+            let got = done_rx.recv_timeout(std::time::Duration::from_secs(10));
+            assert_eq!(got, Ok((2, i)));
+        }
+        // Released, every job of key 1 runs, in order, and a panicking one frees its slot.
+        pool.run(1, || panic!("a bug"));
+        for _ in 0..10 {
+            release_tx.send(()).unwrap();
+        }
+        let mut ones: Vec<u64> = (0..10)
+            .map(|_| {
+                done_rx
+                    .recv_timeout(std::time::Duration::from_secs(10))
+                    .unwrap()
+                    .1
+            })
+            .collect();
+        ones.sort();
+        assert_eq!(ones, (0..10).collect::<Vec<_>>());
+        let tx = done_tx.clone();
+        pool.run(1, move || tx.send((1, 99)).unwrap());
+        assert_eq!(
+            done_rx.recv_timeout(std::time::Duration::from_secs(10)),
+            Ok((1, 99))
+        );
+    }
 
     #[test]
     fn a_panicking_job_leaves_the_worker_serving() {
