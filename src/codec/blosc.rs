@@ -45,16 +45,7 @@ impl Blosc {
             .or(repr.dtype.size())
             .unwrap_or(1)
             .max(1);
-        let shuffle = match c.get("shuffle") {
-            Some(Value::String(s)) if s == "noshuffle" => blosc::ShuffleMode::None,
-            Some(Value::String(s)) if s == "bitshuffle" => blosc::ShuffleMode::Bit,
-            Some(Value::Number(n)) if n.as_i64() == Some(0) => blosc::ShuffleMode::None,
-            Some(Value::Number(n)) if n.as_i64() == Some(2) => blosc::ShuffleMode::Bit,
-            Some(Value::Number(n)) if n.as_i64() == Some(-1) && typesize == 1 => {
-                blosc::ShuffleMode::Bit
-            }
-            _ => blosc::ShuffleMode::Byte,
-        };
+        let shuffle = shuffle_mode(c.get("shuffle"), typesize)?;
         Ok(Blosc {
             cname,
             clevel,
@@ -62,6 +53,36 @@ impl Blosc {
             typesize,
         })
     }
+}
+
+/// The shuffle mode as numcodecs (`0`, `1`, `2`, `-1` for automatic), the v3 spec
+/// (`"noshuffle"`, `"shuffle"`, `"bitshuffle"`) or GDAL (`"NONE"`, `"BYTE"`, `"BIT"`)
+/// write it; strings in any case. Absent or null: byte shuffle, numcodecs' default.
+/// Decoding reads the mode from each chunk's header; this one is for encoding.
+fn shuffle_mode(value: Option<&Value>, typesize: usize) -> Result<blosc::ShuffleMode> {
+    use blosc::ShuffleMode::{Bit, Byte, None as NoShuffle};
+    let mode = match value {
+        None | Some(Value::Null) => Some(Byte),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(0) => Some(NoShuffle),
+            Some(1) => Some(Byte),
+            Some(2) => Some(Bit),
+            Some(-1) if typesize == 1 => Some(Bit),
+            Some(-1) => Some(Byte),
+            _ => None,
+        },
+        Some(Value::String(s)) => match s.to_ascii_lowercase().as_str() {
+            "noshuffle" | "none" => Some(NoShuffle),
+            "shuffle" | "byte" => Some(Byte),
+            "bitshuffle" | "bit" => Some(Bit),
+            _ => None,
+        },
+        Some(_) => None,
+    };
+    mode.ok_or_else(|| {
+        let shown = value.map(Value::to_string).unwrap_or_default();
+        Error::unsupported("", format!("blosc shuffle {shown}"))
+    })
 }
 
 impl BytesToBytes for Blosc {
@@ -129,5 +150,65 @@ mod tests {
                 assert!(b.decode(enc[..10].to_vec(), 4000).is_err());
             }
         }
+    }
+
+    #[test]
+    fn shuffle_is_read_from_numbers_and_strings_in_any_case() {
+        use blosc::ShuffleMode::{Bit, Byte, None as NoShuffle};
+        let mode = |v: Value, typesize| shuffle_mode(Some(&v), typesize);
+        for (v, want) in [
+            (json!(0), NoShuffle),
+            (json!(1), Byte),
+            (json!(2), Bit),
+            (json!(-1), Byte),
+            (json!("noshuffle"), NoShuffle),
+            (json!("shuffle"), Byte),
+            (json!("bitshuffle"), Bit),
+            (json!("NoShuffle"), NoShuffle),
+            (json!("SHUFFLE"), Byte),
+            (json!("BitShuffle"), Bit),
+            (json!("NONE"), NoShuffle),
+            (json!("BYTE"), Byte),
+            (json!("BIT"), Bit),
+            (json!("bit"), Bit),
+            (Value::Null, Byte),
+        ] {
+            assert_eq!(mode(v.clone(), 4).unwrap(), want, "{v}");
+        }
+        assert_eq!(mode(json!(-1), 1).unwrap(), Bit);
+        assert_eq!(shuffle_mode(None, 4).unwrap(), Byte);
+        for bad in [
+            json!(3),
+            json!(-2),
+            json!(1.5),
+            json!("bytes"),
+            json!(""),
+            json!(" shuffle"),
+            json!(true),
+            json!([1]),
+        ] {
+            assert!(mode(bad.clone(), 4).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn gdal_string_shuffle_builds_and_round_trips() {
+        let repr = ChunkRepr {
+            shape: vec![64],
+            dtype: DataType::Float(4),
+            fill: FillValue::Fixed(vec![0; 4]),
+        };
+        let data: Vec<u8> = (0..64).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        for shuffle in ["NONE", "BYTE", "BIT"] {
+            let spec = CodecSpec::new(
+                "blosc",
+                json!({"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": shuffle, "blocksize": 0}),
+            );
+            let b = Blosc::build(&spec, &repr).unwrap();
+            let enc = b.encode(data.clone()).unwrap();
+            assert_eq!(b.decode(enc, 256).unwrap(), data, "{shuffle}");
+        }
+        let spec = CodecSpec::new("blosc", json!({"shuffle": "SOMETIMES"}));
+        assert!(Blosc::build(&spec, &repr).is_err());
     }
 }

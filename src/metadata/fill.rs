@@ -180,7 +180,8 @@ fn encode(value: &Value, dtype: &DataType, out: &mut Vec<u8>) -> Option<()> {
     Some(())
 }
 
-/// An integer from a JSON number or a `0x…` / `0b…` string.
+/// An integer from a JSON number, a `0x…` / `0b…` string, or a decimal string (GDAL writes
+/// 64-bit fill values as strings, e.g. `"18446744073709551615"`, `"-7"`).
 fn int_value(value: &Value) -> Option<i128> {
     match value {
         Value::Number(n) => n
@@ -188,10 +189,21 @@ fn int_value(value: &Value) -> Option<i128> {
             .map(i128::from)
             .or_else(|| n.as_u64().map(i128::from))
             .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i128)),
-        Value::String(s) => radix_bits(s).map(|v| v as i128),
+        Value::String(s) => radix_bits(s)
+            .and_then(|v| i128::try_from(v).ok())
+            .or_else(|| decimal(s)),
         Value::Bool(b) => Some(*b as i128),
         _ => None,
     }
+}
+
+/// `[-]digits`, nothing else (no sign-only, no `+`, no spaces, no fraction).
+fn decimal(s: &str) -> Option<i128> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 fn radix_bits(s: &str) -> Option<u128> {
@@ -292,6 +304,44 @@ mod tests {
         );
         assert_eq!(fixed(json!(true), DataType::Bool), [1]);
         assert_eq!(fixed(json!(null), DataType::Float(4)), [0; 4]);
+    }
+
+    #[test]
+    fn integers_as_decimal_strings() {
+        assert_eq!(fixed(json!("42"), DataType::Int(4)), 42i32.to_le_bytes());
+        assert_eq!(fixed(json!("-7"), DataType::Int(8)), (-7i64).to_le_bytes());
+        assert_eq!(
+            fixed(json!("18446744073709551615"), DataType::UInt(8)),
+            [0xff; 8]
+        );
+        assert_eq!(
+            fixed(json!("-9223372036854775808"), DataType::Int(8)),
+            i64::MIN.to_le_bytes()
+        );
+        assert_eq!(fixed(json!("255"), DataType::UInt(1)), [255]);
+        assert_eq!(fixed(json!("0"), DataType::UInt(2)), [0, 0]);
+        assert_eq!(fixed(json!("-0"), DataType::Int(2)), [0, 0]);
+        for bad in [
+            "18446744073709551616",
+            "-1",
+            "",
+            "-",
+            "+1",
+            " 1",
+            "1 ",
+            "1.0",
+            "1e3",
+            "NaN",
+            "0x1g",
+            "340282366920938463463374607431768211456",
+        ] {
+            assert!(
+                parse_fill(&json!(bad), &DataType::UInt(8), false, &[], "t").is_err(),
+                "{bad:?} accepted for uint64"
+            );
+        }
+        assert!(parse_fill(&json!("256"), &DataType::UInt(1), false, &[], "t").is_err());
+        assert!(parse_fill(&json!("-129"), &DataType::Int(1), false, &[], "t").is_err());
     }
 
     #[test]

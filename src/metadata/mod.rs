@@ -4,6 +4,7 @@
 pub mod draft;
 pub mod dtype;
 pub mod fill;
+pub mod json;
 pub mod v2;
 pub mod v3;
 
@@ -204,9 +205,10 @@ pub enum NodeMetadata {
     Group(GroupMetadata),
 }
 
-/// Parse a JSON document, naming the key on failure.
+/// Parse a JSON document, naming the key on failure. Bare `NaN`, `Infinity` and
+/// `-Infinity` values, which Python, netCDF-C and GDAL write, read as those strings.
 pub fn parse_json(bytes: &[u8], key: &str) -> Result<Value> {
-    serde_json::from_slice(bytes).map_err(|e| Error::metadata(key, e.to_string()))
+    json::parse(bytes).map_err(|e| Error::metadata(key, e.to_string()))
 }
 
 fn u64_list(value: Option<&Value>, what: &str, at: &str) -> Result<Vec<u64>> {
