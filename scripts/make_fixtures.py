@@ -16,7 +16,10 @@ OUTDIR is deleted and recreated. Stores written here with zarr-python 3.x:
 then scripts/make_fixtures_draft.py runs under target/venv-zarr2 (zarr-python
 2.18.7) for the 2020 draft-v3 layout (draft/, draft_root_array/) and a v2 store
 of what zarr-python 3 cannot write or read back (v2_zarr2/); it leaves
-OUTDIR/manifest-draft.json, merged here into OUTDIR/manifest.json.
+OUTDIR/manifest-draft.json, merged here into OUTDIR/manifest.json; and
+scripts/make_fixtures_writers.py runs under /usr/bin/python3 (Debian's python3-gdal)
+for stores written by GDAL and netCDF-C (gdal_v2/, gdal_draft/, nczarr/,
+netcdf_zarr/), merged the same way from OUTDIR/manifest-writers.json.
 
 Manifest (one store, array or group per line):
     {"stores": [{"name", "dir", "format": "3"|"2"|"draft", "writer"}],
@@ -738,6 +741,17 @@ def run_draft_script(outdir: str) -> dict:
     return manifest
 
 
+def run_writers_script(outdir: str) -> dict:
+    """GDAL and netCDF-C stores, written by Debian's /usr/bin/python3 (python3-gdal)."""
+    script = os.path.join(SCRIPT_DIR, "make_fixtures_writers.py")
+    subprocess.run(["/usr/bin/python3", script, outdir], check=True)
+    partial = os.path.join(outdir, "manifest-writers.json")
+    with open(partial) as f:
+        manifest = json.load(f)
+    os.remove(partial)
+    return manifest
+
+
 def write_manifest(manifest: dict, path: str) -> None:
     """JSON with one store, array or group per line (easy to grep and diff)."""
     sections = []
@@ -764,8 +778,9 @@ def main() -> None:
         manifest["arrays"] += arrays
         manifest["groups"] += groups
     draft = run_draft_script(outdir)
+    writers = run_writers_script(outdir)
     for key in manifest:
-        manifest[key] += draft[key]
+        manifest[key] += draft[key] + writers[key]
     write_manifest(manifest, os.path.join(outdir, "manifest.json"))
     counts = {s["name"]: sum(a["store"] == s["name"] for a in manifest["arrays"]) for s in manifest["stores"]}
     print(f"make_fixtures: {len(manifest['arrays'])} arrays in {outdir}: {counts}")

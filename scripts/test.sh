@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need on a fresh machine (fuse3, libblosc,
-# attr, the Python venvs that write fixtures), writes the fixtures with zarr-python,
-# then runs formatting, lint and every test (mount tests included, for real).
+# attr, the Python venvs that write fixtures, GDAL and netCDF-C), writes the fixtures
+# with zarr-python, GDAL and netCDF-C, then runs formatting, lint and every test
+# (mount tests included, for real).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -9,6 +10,10 @@ missing=()
 command -v fusermount3 >/dev/null || missing+=(fuse3)
 command -v getfattr >/dev/null || missing+=(attr)
 [ -e /usr/include/blosc.h ] || missing+=(libblosc-dev)
+# Fixtures from the other Zarr writers: GDAL (gdal_translate, python3-gdal) and netCDF-C.
+command -v gdal_translate >/dev/null || missing+=(gdal-bin)
+/usr/bin/python3 -c "from osgeo import gdal" 2>/dev/null || missing+=(python3-gdal)
+{ command -v ncgen && command -v nccopy && command -v ncdump; } >/dev/null || missing+=(netcdf-bin)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}"
     if [ "$(id -u)" -ne 0 ]; then
