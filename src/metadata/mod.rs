@@ -119,6 +119,9 @@ impl ChunkKeyEncoding {
     }
 }
 
+/// The most dimensions an array may have (numpy's limit).
+pub const MAX_RANK: usize = 64;
+
 /// Everything needed to read one array, whatever layout it came from.
 #[derive(Debug, Clone)]
 pub struct ArrayMetadata {
@@ -163,6 +166,18 @@ impl ArrayMetadata {
             return Err(Error::metadata(
                 &self.meta_key,
                 "chunk shape and array shape differ in dimensions",
+            ));
+        }
+        if self.shape.len() > MAX_RANK {
+            return Err(Error::metadata(
+                &self.meta_key,
+                format!("{} dimensions: more than {MAX_RANK}", self.shape.len()),
+            ));
+        }
+        if self.dtype.size() == Some(0) {
+            return Err(Error::metadata(
+                &self.meta_key,
+                "a data type of zero-byte elements",
             ));
         }
         if self.chunk_shape.contains(&0) {
