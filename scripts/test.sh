@@ -26,6 +26,9 @@ fi
 
 bash scripts/setup_python.sh
 target/venv-zarr3/bin/python scripts/make_fixtures.py target/fixtures
+# The bad-input corpus of tests/hostile.rs: broken and hostile stores (FIFOs and device
+# files among them, so this runs as root).
+target/venv-zarr3/bin/python scripts/make_hostile.py target/hostile
 
 cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings
