@@ -24,7 +24,9 @@ pub struct Array {
     id: u64,
     pub meta: Arc<ArrayMetadata>,
     store: Arc<dyn Store>,
-    chain: CodecChain,
+    /// The codec chain; `None` when a decoded chunk would be larger than zarrfs decodes
+    /// (chunks never written still read as fill value).
+    chain: Option<CodecChain>,
     /// The shape of one read unit: the chunk, or the inner chunk of a shard.
     unit_shape: Vec<u64>,
     unit_repr: ChunkRepr,
@@ -46,8 +48,12 @@ impl Array {
             dtype: meta.dtype.clone(),
             fill: meta.fill.clone(),
         };
-        let chain = CodecChain::build(&meta.codecs, &repr).map_err(|e| e.at_key(&meta.meta_key))?;
-        let unit_shape = match chain.sole_sharding() {
+        let chain = match CodecChain::build(&meta.codecs, &repr) {
+            Ok(chain) => Some(chain),
+            Err(_) if !meta.dtype.is_var() && repr.fixed_len().is_err() => None,
+            Err(e) => return Err(e.at_key(&meta.meta_key)),
+        };
+        let unit_shape = match chain.as_ref().and_then(CodecChain::sole_sharding) {
             Some(s) => s.inner_shape.clone(),
             None => meta.chunk_shape.clone(),
         };
@@ -55,11 +61,6 @@ impl Array {
             shape: unit_shape.clone(),
             ..repr
         };
-        if !meta.dtype.is_var() {
-            unit_repr
-                .fixed_len()
-                .map_err(|e| Error::metadata(&meta.meta_key, e.to_string()))?;
-        }
         let capacity = NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN);
         Ok(Array {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -124,12 +125,20 @@ impl Array {
     /// only the fill value because it was never written: its memory does not grow with
     /// the unit's size.
     pub fn read_unit_or_fill(&self, idx: &[u64]) -> Result<ChunkData> {
-        match self.chain.sole_sharding() {
+        match self.chain.as_ref().and_then(CodecChain::sole_sharding) {
             None => {
                 let key = self.meta.chunk_key(idx);
-                match self.fetch(&key, None)? {
-                    None => self.unit_repr.fill_marker(),
-                    Some(bytes) => self.chain.decode(bytes).map_err(|e| e.at_key(&key)),
+                match (self.fetch(&key, None)?, &self.chain) {
+                    (None, _) => self.unit_repr.fill_marker(),
+                    (Some(bytes), Some(chain)) => chain.decode(bytes).map_err(|e| e.at_key(&key)),
+                    (Some(_), None) => Err(Error::unsupported(
+                        &key,
+                        format!(
+                            "a chunk of shape {:?}: larger than {} GiB decoded",
+                            self.unit_shape,
+                            crate::codec::MAX_BUFFER >> 30
+                        ),
+                    )),
                 }
             }
             Some(shard) => {
@@ -177,7 +186,7 @@ impl Array {
         if let Some(hit) = self.shard_indexes.lock().get(key) {
             return Ok(hit.clone());
         }
-        let Some(shard) = self.chain.sole_sharding() else {
+        let Some(shard) = self.chain.as_ref().and_then(CodecChain::sole_sharding) else {
             return Ok(None);
         };
         let len = shard.index_len as u64;

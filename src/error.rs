@@ -71,6 +71,10 @@ impl Error {
                 at: key.to_string(),
                 what,
             },
+            Error::Metadata { key: k, reason } if k.is_empty() => Error::Metadata {
+                key: key.to_string(),
+                reason,
+            },
             other => other,
         }
     }

@@ -102,8 +102,18 @@ pub fn normalize(path: &str) -> String {
 }
 
 impl Hierarchy {
-    /// Detect the layout of `store`; fails when it holds no Zarr hierarchy.
+    /// Detect the layout of `store` and read its root node; fails when it holds no Zarr
+    /// hierarchy or when the root's own metadata cannot be used (nothing could be shown).
     pub fn open(store: Arc<dyn Store>) -> Result<Hierarchy> {
+        let h = Self::detect(store)?;
+        match h.node("") {
+            Ok(_) | Err(Error::NotFound(_)) => Ok(h),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The hierarchy of `store`, its layout found from the root's documents.
+    fn detect(store: Arc<dyn Store>) -> Result<Hierarchy> {
         let mut h = Hierarchy {
             store,
             layout: Layout::V3,

@@ -85,9 +85,9 @@ pub fn tree(h: &Hierarchy, path: &str) -> Result<Vec<Value>> {
     Ok(out)
 }
 
-/// How many levels below the starting node the tree goes (folders linked back into
-/// themselves would otherwise nest without end).
-const MAX_DEPTH: usize = 64;
+/// How many levels below the starting node the tree goes, at most (a guard: stores never
+/// show loops, see the folder store).
+const MAX_DEPTH: usize = 1024;
 
 /// The children of the group at `path` (the last entry of `out`), depth first. A group
 /// whose children cannot be listed gets the error and the walk carries on.

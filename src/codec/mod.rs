@@ -57,10 +57,7 @@ impl ChunkRepr {
     /// for fixed-size types; variable-length ones are materialized by [`Self::filled`].
     pub fn fill_marker(&self) -> Result<ChunkData> {
         match &self.fill {
-            FillValue::Fixed(one) => {
-                self.fixed_len()?;
-                Ok(ChunkData::Fill(one.clone()))
-            }
+            FillValue::Fixed(one) => Ok(ChunkData::Fill(one.clone())),
             FillValue::Var(_) => self.filled(),
         }
     }

@@ -220,6 +220,16 @@ fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
         serde_json::json!([1u64 << 18, 1024]),
     );
     write("empty", &big.to_string());
+    // Chunks of 2^62 bytes: never written ones read as fill, a written one fails alone.
+    let vast = doc(
+        "uint32".into(),
+        serde_json::json!([10, 12]),
+        serde_json::json!([1u64 << 40, 1u64 << 20]),
+    );
+    write("vast", &vast.to_string());
+    write("vast_written", &vast.to_string());
+    std::fs::create_dir_all(dir.join("vast_written/c/0")).unwrap();
+    std::fs::write(dir.join("vast_written/c/0/0"), [0u8; 16]).unwrap();
 
     let fs = fs_over(&dir, Order::C, false);
     let listed = names(&fs, ROOT);
@@ -260,5 +270,13 @@ fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
         assert!(got.iter().enumerate().all(|(i, b)| *b == at(i)), "{offset}");
     }
     assert!(fs.cache.used() < 1 << 20, "cache holds {}", fs.cache.used());
+    let vast = fs.lookup(ROOT, "vast").unwrap();
+    assert_eq!(
+        fs.read(vast.ino, 0, 1000).unwrap(),
+        7u32.to_le_bytes().repeat(120)
+    );
+    let written = fs.lookup(ROOT, "vast_written").unwrap();
+    let err = fs.read(written.ino, 0, 8).unwrap_err();
+    assert!(err.to_string().contains("vast_written/c/0/0"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }

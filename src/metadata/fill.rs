@@ -85,6 +85,19 @@ fn byte_list(items: &[Value]) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// `Some` unless `value` is a `0x…` / `0b…` bit pattern of other than `n` bytes' digits
+/// (as for floats, a pattern spells out every bit).
+fn full_width(value: &Value, n: usize) -> Option<()> {
+    let Value::String(s) = value else {
+        return Some(());
+    };
+    match (s.strip_prefix("0x"), s.strip_prefix("0b")) {
+        (Some(hex), _) => (hex.len() == 2 * n).then_some(()),
+        (_, Some(bits)) => (bits.len() == 8 * n).then_some(()),
+        _ => Some(()),
+    }
+}
+
 /// Append the little-endian encoding of `value` as `dtype`; `None` when it does not fit.
 fn encode(value: &Value, dtype: &DataType, out: &mut Vec<u8>) -> Option<()> {
     match dtype {
@@ -94,6 +107,7 @@ fn encode(value: &Value, dtype: &DataType, out: &mut Vec<u8>) -> Option<()> {
             _ => return None,
         }),
         DataType::Int(n) => {
+            full_width(value, *n)?;
             let v = int_value(value)?;
             let min = -(1i128 << (n * 8 - 1));
             let max = (1i128 << (n * 8 - 1)) - 1;
@@ -108,6 +122,7 @@ fn encode(value: &Value, dtype: &DataType, out: &mut Vec<u8>) -> Option<()> {
             out.extend_from_slice(&v.to_le_bytes()[..*n]);
         }
         DataType::UInt(n) => {
+            full_width(value, *n)?;
             let v = int_value(value)?;
             if v < 0 || v >= (1i128 << (n * 8)) {
                 return None;
@@ -341,6 +356,13 @@ mod tests {
             );
         }
         assert!(parse_fill(&json!("256"), &DataType::UInt(1), false, &[], "t").is_err());
+        // Bit patterns give every bit.
+        assert_eq!(
+            fixed(json!("0xffffff7f"), DataType::Int(4)),
+            [0x7f, 0xff, 0xff, 0xff]
+        );
+        assert!(parse_fill(&json!("0x7f"), &DataType::Int(4), false, &[], "t").is_err());
+        assert!(parse_fill(&json!("0b1"), &DataType::UInt(1), false, &[], "t").is_err());
         assert!(parse_fill(&json!("-129"), &DataType::Int(1), false, &[], "t").is_err());
     }
 

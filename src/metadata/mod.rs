@@ -195,11 +195,16 @@ impl ArrayMetadata {
                 "array size overflows 64 bits",
             ));
         }
+        // Chunks of fixed-size elements may be of any size that fits 64 bits: one never
+        // written reads as fill value at no cost, one written fails alone if too large to
+        // decode (see `Array`).
         match product(&self.chunk_shape) {
-            Some(bytes) if bytes <= crate::codec::MAX_BUFFER as u64 => Ok(()),
+            Some(bytes) if !self.dtype.is_var() || bytes <= crate::codec::MAX_BUFFER as u64 => {
+                Ok(())
+            }
             _ => Err(Error::metadata(
                 &self.meta_key,
-                format!("chunks {:?} are larger than 4 GiB", self.chunk_shape),
+                format!("chunks {:?} are too large", self.chunk_shape),
             )),
         }
     }

@@ -61,6 +61,19 @@ impl FolderStore {
     /// Open the regular file at `key`; `None` when nothing is there. Anything else at the
     /// key (a directory, FIFO, socket or device) is an error, found without blocking: the
     /// open never waits for a FIFO's writer or a device.
+    /// The real paths of the folder at `prefix` and of every folder above it up to the root.
+    fn ancestors(&self, prefix: &str) -> Vec<PathBuf> {
+        let mut path = self.root.clone();
+        let mut out = vec![self.root.clone()];
+        for part in prefix.split('/').filter(|p| !p.is_empty()) {
+            path.push(part);
+            if let Ok(real) = path.canonicalize() {
+                out.push(real);
+            }
+        }
+        out
+    }
+
     fn open_file(&self, key: &str) -> Result<Option<File>> {
         let path = self.resolve(key)?;
         let opened = std::fs::OpenOptions::new()
@@ -144,22 +157,38 @@ impl Store for FolderStore {
             Err(source) => return Err(io_err(prefix, source)),
         };
         let mut listing = Listing::default();
+        let mut ancestors = None;
         for entry in entries {
             let entry = entry.map_err(|e| io_err(prefix, e))?;
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
-            // Follow symlinks for the kind, but only when they stay inside the root.
-            let full = entry.path();
-            let Ok(real) = full.canonicalize() else {
-                continue;
+            let file_type = entry.file_type().map_err(|e| io_err(prefix, e))?;
+            let is_dir = if file_type.is_symlink() {
+                // Followed for the kind. A folder outside the root, or one that leads
+                // back to this folder or one above it (a loop), is left out; anything
+                // else is listed and its reads say what is wrong with it.
+                let Ok(real) = entry.path().canonicalize() else {
+                    continue;
+                };
+                if real.is_dir() {
+                    let ancestors = ancestors.get_or_insert_with(|| self.ancestors(prefix));
+                    if !real.starts_with(&self.root) || ancestors.contains(&real) {
+                        log::debug!("{prefix}{name}: a symlink out of the store or into a loop");
+                        continue;
+                    }
+                    true
+                } else {
+                    false
+                }
+            } else {
+                file_type.is_dir()
             };
-            if !real.starts_with(&self.root) {
-                continue;
-            }
-            if real.is_dir() {
+            // Anything but a folder is a key: a FIFO or device where a document should be
+            // is then found, and its read fails (without blocking).
+            if is_dir {
                 listing.prefixes.push(name);
-            } else if real.is_file() {
+            } else {
                 listing.keys.push(name);
             }
         }
@@ -221,7 +250,7 @@ mod tests {
             "{err}"
         );
         assert!(s.get_range("a/fifo", ByteRange::Suffix(4)).is_err());
-        assert!(!s.list_dir("a/").unwrap().keys.contains(&"fifo".to_string()));
+        assert!(s.list_dir("a/").unwrap().keys.contains(&"fifo".to_string()));
     }
 
     #[test]
@@ -242,7 +271,15 @@ mod tests {
             err.contains("link") && err.contains("outside the store root"),
             "{err}"
         );
-        assert!(!s.list_dir("").unwrap().keys.contains(&"link".to_string()));
+        // Listed, so that whatever expects it there reports the reason.
+        assert!(s.list_dir("").unwrap().keys.contains(&"link".to_string()));
+        // A folder linked back into itself or outside the root is not listed.
+        std::os::unix::fs::symlink(dir.join("root"), dir.join("root/a/up")).unwrap();
+        std::os::unix::fs::symlink(dir.join("root/a"), dir.join("root/a/me")).unwrap();
+        std::os::unix::fs::symlink(&dir, dir.join("root/a/out")).unwrap();
+        std::fs::create_dir_all(dir.join("root/b")).unwrap();
+        std::os::unix::fs::symlink(dir.join("root/b"), dir.join("root/a/sib")).unwrap();
+        assert_eq!(s.list_dir("a").unwrap().prefixes, vec!["sib"]);
         std::os::unix::fs::symlink(dir.join("root/a/k"), dir.join("root/inside")).unwrap();
         assert_eq!(s.get("inside").unwrap().unwrap(), b"0123456789");
     }
