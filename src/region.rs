@@ -27,25 +27,25 @@ fn offset(at: &[u64], strides: &[usize]) -> usize {
 }
 
 impl Region<'_> {
-    /// Copy the box; rows along the last axis are copied whole.
-    pub fn copy<T: Clone>(&self, src: &[T], dst: &mut [T]) {
+    /// Call `row(s, d, len)` for each row of the box along its last axis: `len` units of
+    /// `T` at unit `s` of the source and unit `d` of the destination slice.
+    fn for_each_row(&self, mut row: impl FnMut(usize, usize, usize)) {
         let n = self.region.len();
         if self.region.contains(&0) {
             return;
         }
         if n == 0 {
-            dst[..self.item].clone_from_slice(&src[..self.item]);
-            return;
+            return row(0, 0, self.item);
         }
         let base = self.dst_base * self.item;
         let ss = strides(self.src_shape);
         let ds = strides(self.dst_shape);
-        let row = self.region[n - 1] as usize * self.item;
+        let len = self.region[n - 1] as usize * self.item;
         let mut idx = vec![0u64; n - 1];
         loop {
             let s = (offset(self.src_at, &ss) + offset(&idx, &ss[..n - 1])) * self.item;
             let d = (offset(self.dst_at, &ds) + offset(&idx, &ds[..n - 1])) * self.item - base;
-            dst[d..d + row].clone_from_slice(&src[s..s + row]);
+            row(s, d, len);
             let mut dim = n - 1;
             loop {
                 if dim == 0 {
@@ -60,41 +60,23 @@ impl Region<'_> {
             }
         }
     }
-}
 
-impl Region<'_> {
+    /// Copy the box; rows along the last axis are copied whole.
+    pub fn copy<T: Clone>(&self, src: &[T], dst: &mut [T]) {
+        self.for_each_row(|s, d, len| dst[d..d + len].clone_from_slice(&src[s..s + len]));
+    }
+
     /// Set every element of the destination box to `one` (one element, `item` long);
     /// the source fields are not used.
     pub fn fill(&self, one: &[u8], dst: &mut [u8]) {
-        let n = self.region.len();
-        if self.region.contains(&0) {
-            return;
-        }
-        let item = self.item;
-        if n == 0 {
-            dst[..item].clone_from_slice(&one[..item]);
-            return;
-        }
-        let base = self.dst_base * item;
-        let ds = strides(self.dst_shape);
-        let row = self.region[n - 1] as usize;
-        let mut idx = vec![0u64; n - 1];
-        loop {
-            let d = (offset(self.dst_at, &ds) + offset(&idx, &ds[..n - 1])) * item - base;
-            fill_row(&mut dst[d..d + row * item], &one[..item]);
-            let mut dim = n - 1;
-            loop {
-                if dim == 0 {
-                    return;
-                }
-                dim -= 1;
-                idx[dim] += 1;
-                if idx[dim] < self.region[dim] {
-                    break;
-                }
-                idx[dim] = 0;
-            }
-        }
+        let one = &one[..self.item];
+        // The walk computes source offsets too: let them be the destination's.
+        let rows = Region {
+            src_shape: self.dst_shape,
+            src_at: self.dst_at,
+            ..*self
+        };
+        rows.for_each_row(|_, d, len| fill_row(&mut dst[d..d + len], one));
     }
 }
 

@@ -132,16 +132,7 @@ impl Store for FolderStore {
             return Ok(None);
         };
         let size = f.metadata().map_err(|e| io_err(key, e))?.len();
-        let (offset, len) = match range {
-            ByteRange::Span { offset, len } => {
-                let offset = offset.min(size);
-                (offset, len.min(size - offset))
-            }
-            ByteRange::Suffix(len) => {
-                let len = len.min(size);
-                (size - len, len)
-            }
-        };
+        let (offset, len) = range.clip(size);
         f.seek(SeekFrom::Start(offset))
             .map_err(|e| io_err(key, e))?;
         let mut buf = value_buffer(key, len)?;

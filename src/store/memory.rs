@@ -33,17 +33,7 @@ impl Store for MemoryStore {
         let Some(value) = self.values.get(key) else {
             return Ok(None);
         };
-        let size = value.len() as u64;
-        let (start, len) = match range {
-            ByteRange::Span { offset, len } => {
-                let start = offset.min(size);
-                (start, len.min(size - start))
-            }
-            ByteRange::Suffix(len) => {
-                let len = len.min(size);
-                (size - len, len)
-            }
-        };
+        let (start, len) = range.clip(value.len() as u64);
         Ok(Some(value[start as usize..(start + len) as usize].to_vec()))
     }
 

@@ -40,6 +40,22 @@ pub enum ByteRange {
     Suffix(u64),
 }
 
+impl ByteRange {
+    /// The (offset, length) this range covers of a value of `size` bytes: clipped to it.
+    pub fn clip(self, size: u64) -> (u64, u64) {
+        match self {
+            ByteRange::Span { offset, len } => {
+                let offset = offset.min(size);
+                (offset, len.min(size - offset))
+            }
+            ByteRange::Suffix(len) => {
+                let len = len.min(size);
+                (size - len, len)
+            }
+        }
+    }
+}
+
 /// What a directory-like listing holds: the keys directly below it and the child prefixes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Listing {
