@@ -7,6 +7,17 @@ use super::{check_len, BytesToBytes, ChunkRepr};
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::CodecSpec;
 
+// c-blosc's decompressor into a caller's buffer; the library is linked through the blosc
+// crate (blosc-sys), which does not re-export it.
+extern "C" {
+    fn blosc_decompress_ctx(
+        src: *const libc::c_void,
+        dest: *mut libc::c_void,
+        destsize: libc::size_t,
+        numinternalthreads: libc::c_int,
+    ) -> libc::c_int;
+}
+
 pub struct Blosc {
     cname: blosc::Compressor,
     clevel: blosc::Clevel,
@@ -93,12 +104,21 @@ impl BytesToBytes for Blosc {
         if size == 0 {
             return Ok(Vec::new());
         }
-        // SAFETY: u8 has no invalid bit patterns and the header was validated above.
-        let out = unsafe { blosc::decompress_bytes::<u8>(&bytes) }
-            .map_err(|_| corrupt("blosc: decompression failed"))?;
-        if out.len() != size {
-            return Err(corrupt("blosc: short output"));
+        // The size comes from the header: reserved fallibly (blosc::decompress_bytes
+        // would allocate it infallibly, before finding out that the header lies).
+        let mut out: Vec<u8> = Vec::new();
+        out.try_reserve_exact(size)
+            .map_err(|_| corrupt(format!("blosc: out of memory for {size} bytes")))?;
+        // SAFETY: `out` has room for `size` bytes and blosc writes at most `destsize`;
+        // the header was validated against the buffer length above.
+        let n = unsafe {
+            blosc_decompress_ctx(bytes.as_ptr().cast(), out.as_mut_ptr().cast(), size, 1)
+        };
+        if n < 0 || n as usize != size {
+            return Err(corrupt("blosc: decompression failed"));
         }
+        // SAFETY: blosc wrote exactly `size` bytes.
+        unsafe { out.set_len(size) };
         Ok(out)
     }
 

@@ -53,7 +53,9 @@ pub fn build(name: &str, spec: &CodecSpec) -> Result<Box<dyn BytesToBytes>> {
 
 /// Read at most `limit` bytes; more is an error naming `what`. `hint` is the input size.
 fn read_limited(reader: impl Read, limit: usize, hint: usize, what: &str) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(limit.min(hint.saturating_mul(8)).min(64 << 20));
+    let mut out = Vec::new();
+    out.try_reserve(limit.min(hint.saturating_mul(8)).min(64 << 20))
+        .map_err(|_| corrupt(format!("{what}: out of memory")))?;
     reader
         .take(limit as u64 + 1)
         .read_to_end(&mut out)
@@ -81,7 +83,13 @@ fn zstd_decompress(src: &[u8], size: usize) -> std::io::Result<Vec<u8>> {
             Some(dctx) => dctx,
             None => slot.insert(zstd::bulk::Decompressor::new()?),
         };
-        dctx.decompress(src, size)
+        // The size comes from the frame header: reserved fallibly, so that a header that
+        // claims more than memory holds fails here (and the caller streams instead).
+        let mut out = Vec::new();
+        out.try_reserve_exact(size)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        dctx.decompress_to_buffer(src, &mut out)?;
+        Ok(out)
     })
 }
 
@@ -127,8 +135,23 @@ impl BytesToBytes for Compressor {
                     return Err(corrupt("lz4: negative size"));
                 }
                 check_len(size as usize, limit, "lz4")?;
-                lz4::block::decompress(&src[4..], Some(size))
-                    .map_err(|e| corrupt(format!("lz4: {e}")))
+                // An LZ4 block expands at most 255-fold: a larger claim is a lie, refused
+                // before the output is allocated (fallibly, as it may still be large).
+                let body = &src[4..];
+                if size as usize > body.len().saturating_mul(255) {
+                    return Err(corrupt(format!(
+                        "lz4: {size} bytes claimed from {} compressed",
+                        body.len()
+                    )));
+                }
+                let mut out = Vec::new();
+                out.try_reserve_exact(size as usize)
+                    .map_err(|_| corrupt(format!("lz4: out of memory for {size} bytes")))?;
+                out.resize(size as usize, 0);
+                let n = lz4::block::decompress_to_buffer(body, Some(size), &mut out)
+                    .map_err(|e| corrupt(format!("lz4: {e}")))?;
+                out.truncate(n);
+                Ok(out)
             }
         }
     }

@@ -1,0 +1,137 @@
+//! Regression tests for crashes of the fuzz targets (fuzz/, run by scripts/fuzz.sh): each
+//! crashing input is written out here as JSON and bytes and run the way its target runs it.
+//!
+//! Like the fuzz targets, this test binary allocates through an allocator that refuses to
+//! hold more than 1 GiB at once, so that an infallible allocation of a size taken from the
+//! store aborts the binary (a loud failure) instead of passing on a machine with memory to
+//! spare; fallible allocations (`try_reserve`) get an error, as on a machine under a
+//! memory limit.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{json, Value};
+use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
+use zarrfs::metadata::{CodecSpec, DataType, FillValue};
+
+const MEMORY_LIMIT: usize = 1 << 30;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+struct CappedAlloc;
+
+fn claim(size: usize) -> bool {
+    LIVE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |live| {
+        live.checked_add(size).filter(|n| *n <= MEMORY_LIMIT)
+    })
+    .is_ok()
+}
+
+// SAFETY: every call is forwarded to `System`; only the byte count is tracked.
+unsafe impl GlobalAlloc for CappedAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if !claim(layout.size()) {
+            return std::ptr::null_mut();
+        }
+        let p = System.alloc(layout);
+        if p.is_null() {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let old = layout.size();
+        if new_size > old && !claim(new_size - old) {
+            return std::ptr::null_mut();
+        }
+        let p = System.realloc(ptr, layout, new_size);
+        if p.is_null() {
+            if new_size > old {
+                LIVE.fetch_sub(new_size - old, Ordering::Relaxed);
+            }
+        } else if new_size < old {
+            LIVE.fetch_sub(old - new_size, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: CappedAlloc = CappedAlloc;
+
+/// The codec_chain target's steps: a chain for a uint8 chunk of `shape` from v3 codec
+/// entries, then the decode of `chunk`.
+fn decode_uint8(shape: &[u64], codecs: Value, chunk: &[u8]) -> zarrfs::Result<ChunkData> {
+    let specs: Vec<CodecSpec> = codecs
+        .as_array()
+        .expect("codecs are a list")
+        .iter()
+        .map(|c| CodecSpec::from_v3(c, "test").expect("codec entry"))
+        .collect();
+    let repr = ChunkRepr {
+        shape: shape.to_vec(),
+        dtype: DataType::UInt(1),
+        fill: FillValue::Fixed(vec![0]),
+    };
+    let chain = CodecChain::build(&specs, &repr).expect("chain builds");
+    chain.decode(chunk.to_vec())
+}
+
+/// A chunk of 2^31 bytes: legitimate by metadata (under the 4 GiB chunk limit), larger
+/// than this binary may allocate.
+const BIG: [u64; 1] = [1 << 31];
+
+#[test]
+fn zstd_frame_whose_header_claims_two_gib_fails_without_allocating_them() {
+    let codecs = json!([{"name": "bytes"}, {"name": "zstd"}]);
+    // Magic, a single-segment frame header with an 8-byte content size of 2^31, and one
+    // empty raw block marked last: the frame claims 2 GiB and holds nothing.
+    let frame = b"\x28\xb5\x2f\xfd\xe0\x00\x00\x00\x80\x00\x00\x00\x00\x01\x00\x00";
+    let err = decode_uint8(&BIG, codecs.clone(), frame).expect_err("a lying frame fails");
+    assert!(err.to_string().contains("zstd"), "{err}");
+    // The same chain still decodes an honest frame.
+    let good = zstd::bulk::compress(&[7u8; 4096], 3).unwrap();
+    let data = decode_uint8(&[4096], codecs, &good).unwrap();
+    assert_eq!(data, ChunkData::Fixed(vec![7u8; 4096]));
+}
+
+#[test]
+fn lz4_size_prefix_claiming_two_gib_fails_without_allocating_them() {
+    let codecs = json!([{"name": "bytes"}, {"name": "numcodecs.lz4"}]);
+    // numcodecs' LZ4: a little-endian i32 size prefix (0x7d000000, just under LZ4's
+    // largest block), then a block holding one literal.
+    let block = b"\x00\x00\x00\x7d\x10\x41";
+    let err = decode_uint8(&BIG, codecs.clone(), block).expect_err("a lying prefix fails");
+    assert!(err.to_string().contains("lz4"), "{err}");
+    // Honest blocks still decode, up to LZ4's best ratio (16 MiB of one byte: 255-fold).
+    for n in [4096usize, 16 << 20] {
+        let mut good = (n as i32).to_le_bytes().to_vec();
+        good.extend(lz4::block::compress(&vec![9u8; n], None, false).unwrap());
+        let data = decode_uint8(&[n as u64], codecs.clone(), &good).unwrap();
+        assert_eq!(data, ChunkData::Fixed(vec![9u8; n]));
+    }
+}
+
+#[test]
+fn blosc_header_claiming_two_gib_fails_without_allocating_them() {
+    let codecs = json!([{"name": "bytes"}, {"name": "blosc"}]);
+    // Blosc 1 header: version 2, format 1, flags 1 (byte shuffle), typesize 1,
+    // nbytes 0x7fff0000, blocksize 65536, cbytes 20 (the whole buffer), then one block
+    // start: valid as far as blosc_cbuffer_validate looks, and 2 GiB by its claim.
+    let mut chunk = vec![2u8, 1, 1, 1];
+    for v in [0x7fff_0000u32, 0x1_0000, 20] {
+        chunk.extend(v.to_le_bytes());
+    }
+    chunk.extend([0u8; 4]);
+    let err = decode_uint8(&BIG, codecs.clone(), &chunk).expect_err("a lying header fails");
+    assert!(err.to_string().contains("blosc"), "{err}");
+    let good = blosc::Context::new().compress(&[5u8; 4096][..]);
+    let data = decode_uint8(&[4096], codecs, good.as_ref()).unwrap();
+    assert_eq!(data, ChunkData::Fixed(vec![5u8; 4096]));
+}
