@@ -293,18 +293,22 @@ def zarr3():
     return zarr
 
 
+def zstd_compressors(fmt: int):
+    """zstd level 1 as zarr-python 3 takes it for format `fmt` (3 or 2)."""
+    if fmt == 3:
+        from zarr.codecs import ZstdCodec
+        return [ZstdCodec(level=1)]
+    import numcodecs
+    return numcodecs.Zstd(level=1)
+
+
 def new_store(c: Case) -> None:
     """Root group and the good sibling."""
     zarr = zarr3()
-    from zarr.codecs import ZstdCodec
     fmt = int(c.fmt)
     zarr.create_group(c.store, zarr_format=fmt)
-    kw = {"compressors": [ZstdCodec(level=1)] if fmt == 3 else None}
-    if fmt == 2:
-        import numcodecs
-        kw = {"compressors": numcodecs.Zstd(level=1)}
     a = zarr.create_array(c.store, name="good", shape=GOOD_SHAPE, chunks=GOOD_CHUNKS, dtype="<i4",
-                          fill_value=7, zarr_format=fmt, **kw)
+                          fill_value=7, zarr_format=fmt, compressors=zstd_compressors(fmt))
     # The last row of chunks stays unwritten: it reads as the fill value.
     a[0:8, :] = good_data(c.name)[0:8, :]
     c.add_good("good", le_bytes(zarr.open_array(c.store, path="good", mode="r")[...]))
@@ -313,14 +317,9 @@ def new_store(c: Case) -> None:
 def small_array(c: Case, path: str = "hostile", **kw) -> np.ndarray:
     """A small int32 array, zstd-compressed unless told otherwise; its read-back."""
     zarr = zarr3()
-    from zarr.codecs import ZstdCodec
     fmt = int(c.fmt)
     if "compressors" not in kw:
-        if fmt == 3:
-            kw["compressors"] = [ZstdCodec(level=1)]
-        else:
-            import numcodecs
-            kw["compressors"] = numcodecs.Zstd(level=1)
+        kw["compressors"] = zstd_compressors(fmt)
     kw.setdefault("dtype", "<i4")
     a = zarr.create_array(c.store, name=path, shape=GOOD_SHAPE, chunks=GOOD_CHUNKS, zarr_format=fmt, **kw)
     a[...] = np.arange(120).reshape(GOOD_SHAPE).astype(kw["dtype"])
@@ -407,10 +406,7 @@ def set_path(doc: dict, dotted: str, value) -> None:
 
 def meta_edit(c: Case, path: str, **changes) -> None:
     """Set metadata members (dotted names reach into nested objects)."""
-    def fn(doc):
-        for k, v in changes.items():
-            set_path(doc, k.replace("__", "."), v)
-    edit_json(c.p(c.meta_key(path)), fn)
+    edit_json(c.p(c.meta_key(path)), setter(**changes))
 
 
 # --- compressed-stream builders ------------------------------------------------------
@@ -471,29 +467,14 @@ def blosc_header(nbytes: int, blocksize: int, cbytes: int, flags: int = 0x02, ty
 
 # ================================ metadata ==========================================
 
-def v3_meta_case(doc_fn=None, text: str | None = None, kind: str = "meta", keys=(), errnos=("EIO",)):
-    """A v3 case: good sibling plus `hostile` whose zarr.json is edited by `doc_fn` (or
-    replaced by `text`)."""
-    def run(c: Case):
-        new_store(c)
-        small_array(c)
-        path = c.p("hostile", "zarr.json")
-        if text is not None:
-            write_text(path, text)
-        else:
-            edit_json(path, doc_fn)
-        if kind == "meta":
-            c.meta("hostile", *keys)
-        else:
-            c.fail("hostile", *keys, errnos=errnos)
-    return run
-
-
-def v2_meta_case(doc_fn=None, text: str | None = None, kind: str = "meta", keys=(), errnos=("EIO",), **arr):
+def edited_meta_case(meta_file: str, doc_fn=None, text: str | None = None, kind: str = "meta", keys=(),
+                     errnos=("EIO",), **arr):
+    """Good sibling plus `hostile` (a small array, `arr` passed on) whose metadata file
+    `meta_file` is edited by `doc_fn` (or replaced by `text`)."""
     def run(c: Case):
         new_store(c)
         small_array(c, **arr)
-        path = c.p("hostile", ".zarray")
+        path = c.p("hostile", meta_file)
         if text is not None:
             write_text(path, text)
         else:
@@ -503,6 +484,16 @@ def v2_meta_case(doc_fn=None, text: str | None = None, kind: str = "meta", keys=
         else:
             c.fail("hostile", *keys, errnos=errnos)
     return run
+
+
+def v3_meta_case(**kw):
+    """A v3 case: `hostile/zarr.json` edited (see `edited_meta_case`)."""
+    return edited_meta_case("zarr.json", **kw)
+
+
+def v2_meta_case(**kw):
+    """A v2 case: `hostile/.zarray` edited (see `edited_meta_case`)."""
+    return edited_meta_case(".zarray", **kw)
 
 
 def setter(**changes):
@@ -669,16 +660,20 @@ register_table(META_V3, "3", "meta", v3_meta_case)
 register_table(FAIL_V3, "3", "fail", v3_meta_case)
 
 
-@case("metadata", "3", "a structured data type nested 5,000 deep")
-def m3_struct_deep(c: Case):
+def struct_deep(c: Case, meta_file: str, leaf: str, opening: str, closing: str) -> None:
+    """`hostile`'s data type `leaf` (a JSON string) wrapped 5,000 times in `opening` ...
+    `closing`: a structured type nested 5,000 deep."""
     new_store(c)
     small_array(c)
-    text = json.dumps(read_json(c.p("hostile", "zarr.json")))
-    deep = '{"name": "structured", "configuration": {"fields": [["f", ' * 5000 + '"int32"' + "]]}}" * 5000
-    write_text(c.p("hostile", "zarr.json"), text.replace('"int32"', deep, 1))
+    text = json.dumps(read_json(c.p("hostile", meta_file)))
+    deep = opening * 5000 + leaf + closing * 5000
+    write_text(c.p("hostile", meta_file), text.replace(leaf, deep, 1))
     c.meta("hostile")
 
 
+@case("metadata", "3", "a structured data type nested 5,000 deep")
+def m3_struct_deep(c: Case):
+    struct_deep(c, "zarr.json", '"int32"', '{"name": "structured", "configuration": {"fields": [["f", ', "]]}}")
 
 
 @case("metadata", "3", "shape [2^63 - 1] of uint8 with chunks [2^20], all missing: the file is 2^63 - 1 "
@@ -833,14 +828,7 @@ register_table(FAIL_V2, "2", "fail", v2_meta_case)
 
 @case("metadata", "2", "a structured dtype nested 5,000 deep")
 def m2_struct_deep(c: Case):
-    new_store(c)
-    small_array(c)
-    text = json.dumps(read_json(c.p("hostile", ".zarray")))
-    deep = '[["f", ' * 5000 + '"<i4"' + "]]" * 5000
-    write_text(c.p("hostile", ".zarray"), text.replace('"<i4"', deep, 1))
-    c.meta("hostile")
-
-
+    struct_deep(c, ".zarray", '"<i4"', '[["f", ', "]]")
 
 
 @case("metadata", "2", "root .zgroup is invalid JSON")
@@ -1006,12 +994,8 @@ def chunk_case(fmt: str, breaker, sharded: bool = False, **array_kw):
     def run(c: Case):
         new_store(c)
         kw = dict(array_kw)
-        if fmt == "3" and "compressors" not in kw and "serializer" not in kw:
-            from zarr.codecs import ZstdCodec
-            kw["compressors"] = [ZstdCodec(level=1)]
-        if fmt == "2" and "compressors" not in kw:
-            import numcodecs
-            kw["compressors"] = numcodecs.Zstd(level=1)
+        if "compressors" not in kw and not (fmt == "3" and "serializer" in kw):
+            kw["compressors"] = zstd_compressors(int(fmt))
         if sharded:
             raw = band_array(c, shape=(128, 1024), chunks=(64, 1024), **kw)
             key = c.chunk_key("hostile", 0, 0)
@@ -1156,12 +1140,17 @@ CASES += [
 ]
 
 
-@case("chunks", "draft", "draft chunk c1/0 (zstd) cut in half")
-def kd_truncated(c: Case):
+def draft_chunk_case(c: Case, breaker) -> None:
+    """The draft band array with chunk c1/0 broken by `breaker(c, path)`."""
     out = draft_store(c, hostile="band")
     key = c.chunk_key("hostile", 1, 0)
-    truncate_half(c, c.p(key))
+    breaker(c, c.p(key))
     c.band_broken("hostile", out["hostile"], key)
+
+
+@case("chunks", "draft", "draft chunk c1/0 (zstd) cut in half")
+def kd_truncated(c: Case):
+    draft_chunk_case(c, truncate_half)
 
 
 # --- shards: index at the end, [bytes] index codecs (no checksum), [bytes, crc32c] inside
@@ -1391,10 +1380,7 @@ CASES += [
 
 @case("filesystem", "draft", "draft chunk c1/0 is a FIFO")
 def fd_fifo_chunk(c: Case):
-    out = draft_store(c, hostile="band")
-    key = c.chunk_key("hostile", 1, 0)
-    fifo(c, c.p(key))
-    c.band_broken("hostile", out["hostile"], key)
+    draft_chunk_case(c, fifo)
 
 
 def meta_file_case(fmt: str, breaker, kind="meta"):

@@ -26,10 +26,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use common::mount::pread_full;
-use common::sha256;
+use common::{sha256, tail};
 use hostile::{
-    errno_name, guarded, run_zarrfs, tail, Case, Corpus, Daemon, Expect, Kind, Run, Started,
-    StdoutSpec, BIG_GUARD, CAT_CAP, GUARD, INSPECT_GUARD, RSS_BOUND,
+    errno_name, guarded, run_zarrfs, Case, Corpus, Daemon, Expect, Kind, Run, Started, StdoutSpec,
+    BIG_GUARD, CAT_CAP, GUARD, INSPECT_GUARD, RSS_BOUND,
 };
 
 /// Failures of one case.
@@ -131,16 +131,44 @@ fn names_a_key(text: &str, keys: &[String]) -> bool {
     keys.iter().any(|k| text.contains(k.as_str()))
 }
 
+/// A failed `cat` of `path` (exit 1) must name one of `keys` in its message.
+fn check_cat_names_a_key(run: &Run, path: &str, keys: &[String], f: &mut Findings) {
+    if !names_a_key(&run.stderr, keys) {
+        f.add(format!(
+            "cat of {path}: the message names none of {keys:?}: {}",
+            run.describe()
+        ));
+    }
+}
+
+/// `zarrfs cat STORE PATH` with its stdout hashed (up to `CAT_CAP`).
+fn cat_hashed(store: &str, path: &str) -> Run {
+    let spec = StdoutSpec {
+        cap: CAT_CAP,
+        hash: true,
+        ..Default::default()
+    };
+    run_zarrfs(&["cat", store, path], spec, BIG_GUARD)
+}
+
+/// A `cat` that must print `nbytes` bytes of sha256 `sha`; `what` names the array in
+/// the findings.
+fn check_cat_bytes(run: &Run, what: &str, nbytes: u64, sha: &str, f: &mut Findings) {
+    if run.code != Some(0) {
+        f.add(format!("cat of {what}: {}", run.describe()));
+    } else if run.stdout.len != nbytes || run.stdout.sha256 != sha {
+        f.add(format!(
+            "cat of {what}: {} bytes, sha256 {} (expected {nbytes} bytes, {sha})",
+            run.stdout.len, run.stdout.sha256
+        ));
+    }
+}
+
 fn check_cli(case: &Case, store: &Path, f: &mut Findings) {
     let s = store_arg(store);
     // Siblings: byte-exact, or (unusable root) exit 1 with a message.
     for g in &case.good {
-        let spec = StdoutSpec {
-            cap: CAT_CAP,
-            hash: true,
-            ..Default::default()
-        };
-        let run = run_zarrfs(&["cat", &s, &g.path], spec, BIG_GUARD);
+        let run = cat_hashed(&s, &g.path);
         if !check_run(&run, f) {
             continue;
         }
@@ -151,13 +179,9 @@ fn check_cli(case: &Case, store: &Path, f: &mut Findings) {
                     run.describe()
                 ));
             }
-        } else if run.code != Some(0) {
-            f.add(format!("cat of sibling {}: {}", g.path, run.describe()));
-        } else if run.stdout.len != g.nbytes || run.stdout.sha256 != g.sha256 {
-            f.add(format!(
-                "cat of sibling {}: {} bytes, sha256 {} (expected {} bytes, {})",
-                g.path, run.stdout.len, run.stdout.sha256, g.nbytes, g.sha256
-            ));
+        } else {
+            let what = format!("sibling {}", g.path);
+            check_cat_bytes(&run, &what, g.nbytes, &g.sha256, f);
         }
     }
     for e in &case.expect {
@@ -180,41 +204,19 @@ fn check_cat(e: &Expect, store: &str, f: &mut Findings) {
                     e.kind,
                     run.describe()
                 ));
-            } else if !names_a_key(&run.stderr, &e.keys) {
-                f.add(format!(
-                    "cat of {}: the message names none of {:?}: {}",
-                    e.path,
-                    e.keys,
-                    run.describe()
-                ));
+            } else {
+                check_cat_names_a_key(&run, &e.path, &e.keys, f);
             }
         }
         Kind::Bytes | Kind::Optional => {
-            let spec = StdoutSpec {
-                cap: CAT_CAP,
-                hash: true,
-                ..Default::default()
-            };
-            let run = run_zarrfs(&["cat", store, &e.path], spec, BIG_GUARD);
+            let run = cat_hashed(store, &e.path);
             if !check_run(&run, f) {
                 return;
             }
             if e.kind == Kind::Optional && run.code == Some(1) {
-                if !names_a_key(&run.stderr, &e.keys) {
-                    f.add(format!(
-                        "cat of {}: the message names none of {:?}: {}",
-                        e.path,
-                        e.keys,
-                        run.describe()
-                    ));
-                }
-            } else if run.code != Some(0) {
-                f.add(format!("cat of {}: {}", e.path, run.describe()));
-            } else if run.stdout.len != e.nbytes || run.stdout.sha256 != e.sha256 {
-                f.add(format!(
-                    "cat of {}: {} bytes, sha256 {} (expected {} bytes, {})",
-                    e.path, run.stdout.len, run.stdout.sha256, e.nbytes, e.sha256
-                ));
+                check_cat_names_a_key(&run, &e.path, &e.keys, f);
+            } else {
+                check_cat_bytes(&run, &e.path, e.nbytes, &e.sha256, f);
             }
         }
         Kind::Uniform => {
@@ -560,15 +562,11 @@ fn expect_failure(
     errnos: &[i32],
     f: &mut Findings,
 ) -> bool {
-    let p = d.path(path);
-    match op(&format!("read /{path} at {offset}"), GUARD, move || {
-        read_range(p, offset, len)
-    }) {
-        Err(hang) => {
-            f.add(hang);
-            false
-        }
-        Ok(Ok(bytes)) => {
+    let Some(read) = read_at(d, path, offset, len, f) else {
+        return false;
+    };
+    match read {
+        Ok(bytes) => {
             f.add(format!(
                 "read of /{path} at {offset} returned {} bytes; it must fail with {:?}",
                 bytes.len(),
@@ -579,7 +577,7 @@ fn expect_failure(
             ));
             true
         }
-        Ok(Err(e)) => {
+        Err(e) => {
             if !errno(&e).is_some_and(|n| errnos.contains(&n)) {
                 f.add(format!(
                     "read of /{path} at {offset} failed with {} ({e}); expected {:?}",
@@ -591,6 +589,50 @@ fn expect_failure(
                 ));
             }
             true
+        }
+    }
+}
+
+/// A guarded read of `len` bytes of `/path` at `offset`; `None` when it hung (the hang
+/// is then a finding).
+fn read_at(
+    d: &Daemon,
+    path: &str,
+    offset: u64,
+    len: usize,
+    f: &mut Findings,
+) -> Option<std::io::Result<Vec<u8>>> {
+    let p = d.path(path);
+    op(&format!("read /{path} at {offset}"), GUARD, move || {
+        read_range(p, offset, len)
+    })
+    .map_err(|hang| f.add(hang))
+    .ok()
+}
+
+/// How a `check_size` went.
+enum Sized {
+    /// The stat hung.
+    Hung,
+    /// The stat failed (a finding).
+    Failed,
+    /// The stat answered (a wrong size is a finding).
+    Done,
+}
+
+/// stat of `/path` must give a size of `nbytes`.
+fn check_size(d: &Daemon, path: &str, nbytes: u64, f: &mut Findings) -> Sized {
+    match stat(d, path, f) {
+        Err(()) => Sized::Hung,
+        Ok(Err(e)) => {
+            f.add(format!("stat /{path}: {e}"));
+            Sized::Failed
+        }
+        Ok(Ok(m)) => {
+            if m.len() != nbytes {
+                f.add(format!("/{path} has size {} (expected {nbytes})", m.len()));
+            }
+            Sized::Done
         }
     }
 }
@@ -610,16 +652,10 @@ fn stat(
 
 /// Whole-file read compared with a sha256; `false` when it hung.
 fn check_bytes(d: &Daemon, path: &str, nbytes: u64, sha: &str, f: &mut Findings) -> bool {
-    match stat(d, path, f) {
-        Err(()) => return false,
-        Ok(Err(e)) => {
-            f.add(format!("stat /{path}: {e}"));
-            return true;
-        }
-        Ok(Ok(m)) if m.len() != nbytes => {
-            f.add(format!("/{path} has size {} (expected {nbytes})", m.len()))
-        }
-        Ok(Ok(_)) => {}
+    match check_size(d, path, nbytes, f) {
+        Sized::Hung => return false,
+        Sized::Failed => return true,
+        Sized::Done => {}
     }
     let p = d.path(path);
     match op(&format!("read /{path}"), BIG_GUARD, move || {
@@ -680,15 +716,8 @@ fn check_expect(d: &Daemon, e: &Expect, f: &mut Findings) -> bool {
             expect_failure(d, path, 0, 4096, &e.errnos, f)
         }
         Kind::Chunk => {
-            match stat(d, path, f) {
-                Err(()) => return false,
-                Ok(Err(err)) => f.add(format!("stat /{path}: {err}")),
-                Ok(Ok(m)) if m.len() != e.nbytes => f.add(format!(
-                    "/{path} has size {} (expected {})",
-                    m.len(),
-                    e.nbytes
-                )),
-                Ok(Ok(_)) => {}
+            if let Sized::Hung = check_size(d, path, e.nbytes, f) {
+                return false;
             }
             for &(off, len) in &e.broken {
                 if !expect_failure(d, path, off, len as usize, &e.errnos, f) {
@@ -697,24 +726,20 @@ fn check_expect(d: &Daemon, e: &Expect, f: &mut Findings) -> bool {
             }
             for (off, len, sha) in &e.intact {
                 let (off, len) = (*off, *len as usize);
-                let p = d.path(path);
-                match op(&format!("read /{path} at {off}"), GUARD, move || {
-                    read_range(p, off, len)
-                }) {
-                    Err(hang) => {
-                        f.add(hang);
-                        return false;
-                    }
-                    Ok(Err(err)) => f.add(format!(
+                let Some(read) = read_at(d, path, off, len, f) else {
+                    return false;
+                };
+                match read {
+                    Err(err) => f.add(format!(
                         "read of intact bytes {off}..{} of /{path} failed: {err} ({})",
                         off + len as u64,
                         errno_name(errno(&err))
                     )),
-                    Ok(Ok(bytes)) if sha256(&bytes) != *sha => f.add(format!(
+                    Ok(bytes) if sha256(&bytes) != *sha => f.add(format!(
                         "intact bytes {off}..{} of /{path} differ from zarr-python's",
                         off + len as u64
                     )),
-                    Ok(Ok(_)) => {}
+                    Ok(_) => {}
                 }
             }
             // A whole-file read crosses the broken chunk.
@@ -754,38 +779,26 @@ fn check_expect(d: &Daemon, e: &Expect, f: &mut Findings) -> bool {
 /// 1 GiB) or a sample of reads spread over it.
 fn check_uniform(d: &Daemon, e: &Expect, f: &mut Findings) -> bool {
     let path = e.path.clone();
-    match stat(d, &path, f) {
-        Err(()) => return false,
-        Ok(Err(err)) => {
-            f.add(format!("stat /{path}: {err}"));
-            return true;
-        }
-        Ok(Ok(m)) if m.len() != e.nbytes => f.add(format!(
-            "/{path} has size {} (expected {})",
-            m.len(),
-            e.nbytes
-        )),
-        Ok(Ok(_)) => {}
+    match check_size(d, &path, e.nbytes, f) {
+        Sized::Hung => return false,
+        Sized::Failed => return true,
+        Sized::Done => {}
     }
     for (off, len, sha) in &e.regions {
         let (off, len) = (*off, *len as usize);
-        let p = d.path(&path);
-        match op(&format!("read /{path} at {off}"), GUARD, move || {
-            read_range(p, off, len)
-        }) {
-            Err(hang) => {
-                f.add(hang);
-                return false;
-            }
-            Ok(Err(err)) => f.add(format!(
+        let Some(read) = read_at(d, &path, off, len, f) else {
+            return false;
+        };
+        match read {
+            Err(err) => f.add(format!(
                 "read /{path} at {off}: {err} ({})",
                 errno_name(errno(&err))
             )),
-            Ok(Ok(bytes)) if sha256(&bytes) != *sha => f.add(format!(
+            Ok(bytes) if sha256(&bytes) != *sha => f.add(format!(
                 "bytes {off}..{} of /{path} differ from zarr-python's",
                 off + len as u64
             )),
-            Ok(Ok(_)) => {}
+            Ok(_) => {}
         }
     }
     let pattern = e.pattern.clone();

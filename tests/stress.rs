@@ -10,6 +10,7 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -19,9 +20,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::mount::{
-    mounted, peak_rss, test_python, umount, wait_until, ForegroundMount, Lcg, Mount,
+    array_file, mounted, peak_rss, python_stdout, test_python, umount, wait_exit, wait_for,
+    wait_until, ForegroundMount, Lcg, Mount,
 };
-use common::{cat, copy_dir, sha256, zarrfs, CliRun, Manifest, TempDir};
+use common::{cat, copy_dir, sha256, zarrfs_limited, CliRun, Manifest, TempDir};
 use serde_json::Value;
 
 /// Arrays whose codecs zarrfs does not implement (their reads fail with EIO; see
@@ -68,18 +70,6 @@ fn u64s(v: &Value) -> Vec<u64> {
         .collect()
 }
 
-/// The file of array `path` of `store` under `mountpoint` (a root array is named after
-/// the store folder).
-fn mounted_array(m: &Manifest, store: &str, path: &str, mountpoint: &Path) -> PathBuf {
-    if path.is_empty() {
-        let folder = m.store_dir(store);
-        let name = folder.file_name().unwrap_or_default().to_string_lossy();
-        mountpoint.join(name.trim_end_matches(".zarr"))
-    } else {
-        mountpoint.join(path)
-    }
-}
-
 /// Every fixed-size, supported array of `store` whose path passes `keep`: `zarrfs cat`
 /// output, checked against the manifest's sha256 (zarr-python's read-back), written to a
 /// file in `dir`.
@@ -112,7 +102,7 @@ fn expected_arrays(
             .collect();
         out.push(Expected {
             name: format!("{store}:{path}"),
-            mounted: mounted_array(m, store, path, mountpoint),
+            mounted: array_file(m, store, path, mountpoint),
             file,
             size: bytes.len() as u64,
             strides,
@@ -175,23 +165,17 @@ impl Proc {
 
     /// Waits up to `guard`; a process still running then is killed and reported as hung.
     fn finish(&mut self, guard: Duration) -> Result<std::process::ExitStatus, String> {
-        let deadline = Instant::now() + guard;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return Ok(status);
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return Err(format!(
-                    "{} hung: still running after {guard:?} (killed); stdout {:?}, stderr {:?}",
-                    self.label,
-                    tail(&self.stdout()),
-                    tail(&self.stderr())
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if let Some(status) = wait_exit(&mut self.child, guard) {
+            return Ok(status);
         }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Err(format!(
+            "{} hung: still running after {guard:?} (killed); stdout {:?}, stderr {:?}",
+            self.label,
+            tail(&self.stdout()),
+            tail(&self.stderr())
+        ))
     }
 }
 
@@ -206,8 +190,7 @@ impl Drop for Proc {
 
 /// The last 1,500 characters of `text` (for failure messages).
 fn tail(text: &str) -> String {
-    let skip = text.chars().count().saturating_sub(1500);
-    text.chars().skip(skip).collect()
+    common::tail(text, 1500)
 }
 
 /// `command` run to completion with a hang guard of `guard` (killed then).
@@ -244,18 +227,6 @@ impl std::fmt::Debug for GuardedRun {
             tail(&self.stderr)
         )
     }
-}
-
-/// Waits until `f` holds, up to `guard`; false if it never did.
-fn wait_for(guard: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + guard;
-    while !f() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
 }
 
 fn signal(pid: u32, sig: i32) {
@@ -546,17 +517,11 @@ impl BigStore {
     fn new(label: &str) -> BigStore {
         let dir = TempDir::new(label);
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make_fill_fixture.py");
-        let out = Command::new(test_python())
-            .arg(&script)
-            .arg(dir.path())
-            .output()
-            .expect("run make_fill_fixture.py");
-        assert!(
-            out.status.success(),
-            "make_fill_fixture.py: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = python_stdout(
+            "make_fill_fixture.py",
+            &[script.as_os_str(), dir.path().as_os_str()],
         );
-        let doc: Value = serde_json::from_slice(&out.stdout).expect("fixture JSON");
+        let doc: Value = serde_json::from_str(&out).expect("fixture JSON");
         let store = PathBuf::from(doc["store"].as_str().expect("store"));
         let fills = doc["arrays"]
             .as_array()
@@ -670,44 +635,34 @@ fn stream_reader(
 /// different places; returns once each has printed a first unit.
 fn start_streaming(big: &BigStore, mount: &ForegroundMount, stop: &Path) -> Vec<Proc> {
     let fill = big.fill("f32_1d");
-    let readers = vec![
-        stream_reader(
-            big.dir.path(),
-            "field reader 1",
-            &mount.path("field"),
-            "hash",
-            "",
-            0,
-            stop,
-        ),
-        stream_reader(
-            big.dir.path(),
-            "field reader 2",
-            &mount.path("field"),
-            "hash",
-            "",
-            0,
-            stop,
-        ),
-        stream_reader(
-            big.dir.path(),
-            "fill reader 1",
-            &mount.path("f32_1d"),
-            "fill",
-            &common::hex(&fill.element),
-            0,
-            stop,
-        ),
-        stream_reader(
-            big.dir.path(),
+    let element = common::hex(&fill.element);
+    // (label, file, mode, mode argument, start offset)
+    let plan = [
+        ("field reader 1", "field", "hash", "", 0),
+        ("field reader 2", "field", "hash", "", 0),
+        ("fill reader 1", "f32_1d", "fill", element.as_str(), 0),
+        (
             "fill reader 2",
-            &mount.path("f32_1d"),
+            "f32_1d",
             "fill",
-            &common::hex(&fill.element),
+            element.as_str(),
             fill.size / 2 + 3 * fill.chunks[0] * 4 / 2,
-            stop,
         ),
     ];
+    let readers: Vec<Proc> = plan
+        .iter()
+        .map(|&(label, file, mode, arg, start)| {
+            stream_reader(
+                big.dir.path(),
+                label,
+                &mount.path(file),
+                mode,
+                arg,
+                start,
+                stop,
+            )
+        })
+        .collect();
     for r in &readers {
         let started = wait_for(Duration::from_secs(60), || {
             r.stdout().lines().count() >= 2 || !r.stderr().is_empty()
@@ -1226,9 +1181,7 @@ const CAT_AS_LIMIT: u64 = 512 * MIB;
 /// Runs `zarrfs cat STORE PATH` under `prlimit --as`, feeding its stdout to `check`
 /// (offset, bytes); returns the exit status and stderr. Hung after 300 s.
 fn cat_limited(store: &Path, path: &str, mut check: impl FnMut(u64, &[u8])) -> (bool, String) {
-    let mut child = Command::new("prlimit")
-        .arg(format!("--as={CAT_AS_LIMIT}"))
-        .arg(zarrfs())
+    let mut child = zarrfs_limited(CAT_AS_LIMIT)
         .arg("cat")
         .arg(store)
         .arg(path)
@@ -1463,18 +1416,15 @@ fn ls_stat_and_other_reads_answer_while_a_store_read_is_stuck_and_a_fifo_chunk_f
     let _serial = serial();
     let tmp = TempDir::new("liveness");
     let (up, live) = (tmp.path().join("up.zarr"), tmp.path().join("live.zarr"));
-    let out = Command::new(test_python())
-        .args(["-c", LIVENESS_STORES])
-        .arg(&up)
-        .arg(&live)
-        .output()
-        .expect("write the liveness stores");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = python_stdout(
+        "write the liveness stores",
+        &[
+            OsStr::new("-c"),
+            OsStr::new(LIVENESS_STORES),
+            up.as_os_str(),
+            live.as_os_str(),
+        ],
     );
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
     let shas: Vec<&str> = text.lines().collect();
     let (slow_sha, other_sha, more_sha) = (shas[0], shas[1], shas[2]);
 

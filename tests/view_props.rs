@@ -119,6 +119,17 @@ struct Case {
     reads: Vec<(usize, u8, u64, u16, bool)>,
 }
 
+impl Case {
+    /// The number of chunks along each dimension.
+    fn grid(&self) -> Vec<u64> {
+        self.shape
+            .iter()
+            .zip(&self.chunks)
+            .map(|(s, c)| s.div_ceil(*c))
+            .collect()
+    }
+}
+
 fn case() -> impl Strategy<Value = Case> {
     (0usize..=4).prop_flat_map(|rank| {
         let dim = prop_oneof![1 => Just(0u64), 20 => 1u64..=6];
@@ -229,12 +240,7 @@ fn build(case: &Case) -> (Arc<Array>, Vec<bool>) {
         fill,
     };
     let chain = CodecChain::build(&codecs, &repr).unwrap();
-    let grid: Vec<u64> = case
-        .shape
-        .iter()
-        .zip(&case.chunks)
-        .map(|(s, c)| s.div_ceil(*c))
-        .collect();
+    let grid = case.grid();
     let mut store = MemoryStore::new();
     let mut present = Vec::new();
     for (k, cidx) in all_indices(&grid).into_iter().enumerate() {
@@ -275,12 +281,7 @@ fn reference(case: &Case, present: &[bool], f_order: bool, big: bool) -> Vec<u8>
     let (dtype, swap) = data_types().swap_remove(case.dtype);
     let item = dtype.size().unwrap();
     let fill = bytes_from(case.fill_seed, item);
-    let grid: Vec<u64> = case
-        .shape
-        .iter()
-        .zip(&case.chunks)
-        .map(|(s, c)| s.div_ceil(*c))
-        .collect();
+    let grid = case.grid();
     // F order is C order over the reversed axes.
     let file_shape: Vec<u64> = if f_order {
         case.shape.iter().rev().copied().collect()

@@ -11,15 +11,17 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::common::mount::{mounted, peak_rss};
-use crate::common::{hex, zarrfs, TempDir};
+use crate::common::mount::{
+    mount_dir, mounted, peak_rss, spawn_foreground, umount_command, wait_exit,
+};
+use crate::common::{hex, zarrfs_limited, TempDir};
 
 /// The address-space limit of every `zarrfs` process. The daemon's normal virtual size
 /// with `--cache-size 64MiB` is 145–175 MiB (VmPeak, fixture stores), `cat`'s the same;
@@ -430,10 +432,7 @@ impl Run {
 /// `prlimit --as=AS_LIMIT zarrfs ARGS`, stdin closed, stdout handled per `spec`, under
 /// `guard`.
 pub fn run_zarrfs(args: &[&str], spec: StdoutSpec, guard: Duration) -> Run {
-    let mut child = Command::new("prlimit")
-        .arg(format!("--as={AS_LIMIT}"))
-        .arg("--")
-        .arg(zarrfs())
+    let mut child = zarrfs_limited(AS_LIMIT)
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
@@ -519,29 +518,15 @@ pub enum Started {
 
 impl Daemon {
     pub fn start(store: &Path) -> Started {
-        assert!(
-            Path::new("/dev/fuse").exists(),
-            "/dev/fuse is missing: mount tests need FUSE"
-        );
-        let dir = TempDir::new("hostile");
-        let mountpoint = dir.path().join("mnt");
-        std::fs::create_dir(&mountpoint).expect("mkdir");
-        let log = dir.path().join("zarrfs.log");
-        let child = Command::new("prlimit")
-            .arg(format!("--as={AS_LIMIT}"))
-            .arg("--")
-            .arg(zarrfs())
-            .arg("mount")
-            .arg("-f")
-            .arg(store)
-            .arg(&mountpoint)
-            .args(["--cache-size", CACHE, "--threads", "2"])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log"))
-            .spawn()
-            .expect("spawn prlimit zarrfs mount -f");
+        let (dir, mountpoint, log) = mount_dir("hostile");
+        let child = spawn_foreground(
+            zarrfs_limited(AS_LIMIT),
+            store,
+            &mountpoint,
+            &["--cache-size", CACHE, "--threads", "2"],
+            &log,
+        )
+        .expect("spawn prlimit zarrfs mount -f");
         let mut daemon = Daemon {
             mountpoint,
             log,
@@ -607,9 +592,7 @@ impl Daemon {
     pub fn unmount(mut self) -> Result<(Option<i32>, Option<i32>), String> {
         let mp = self.mountpoint.clone();
         let status = guarded(GUARD, move || {
-            Command::new(zarrfs())
-                .arg("umount")
-                .arg(&mp)
+            umount_command(&mp)
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .output()
@@ -625,19 +608,13 @@ impl Daemon {
             Ok(Err(e)) => return Err(format!("run zarrfs umount: {e}")),
             Ok(Ok(_)) => {}
         }
-        let deadline = Instant::now() + GUARD;
-        loop {
-            if let Some(status) = self.try_wait() {
+        match self.child.as_mut().and_then(|c| wait_exit(c, GUARD)) {
+            Some(status) => {
                 use std::os::unix::process::ExitStatusExt;
                 self.child = None;
-                return Ok((status.code(), status.signal()));
+                Ok((status.code(), status.signal()))
             }
-            if Instant::now() > deadline {
-                return Err(
-                    "the daemon did not exit within the guard after `zarrfs umount`".into(),
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
+            None => Err("the daemon did not exit within the guard after `zarrfs umount`".into()),
         }
     }
 }
@@ -655,18 +632,9 @@ pub fn clear_mount(mountpoint: &Path) {
     }
     let mp = mountpoint.to_path_buf();
     let _ = guarded(GUARD, move || {
-        Command::new(zarrfs())
-            .arg("umount")
-            .arg(&mp)
+        umount_command(&mp)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
     });
-}
-
-/// The last `n` characters of a log, for failure messages.
-pub fn tail(text: &str, n: usize) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let start = chars.len().saturating_sub(n);
-    chars[start..].iter().collect()
 }

@@ -1,5 +1,6 @@
 //! Shared helpers for the end-to-end tests: the fixture manifest written by
-//! `scripts/make_fixtures.py` and sha256 of byte streams.
+//! `scripts/make_fixtures.py`, sha256 of byte streams, runs of the `zarrfs` binary
+//! (plain or under an address-space limit) and temporary folders.
 
 #![allow(dead_code)]
 
@@ -237,6 +238,23 @@ pub fn copy_dir(src: &std::path::Path, dst: &std::path::Path) {
 /// The zarrfs binary under test.
 pub fn zarrfs() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_zarrfs"))
+}
+
+/// `prlimit --as=AS_LIMIT -- zarrfs`: the binary under test with its address space
+/// limited to `as_limit` bytes (prlimit is in util-linux); arguments follow.
+pub fn zarrfs_limited(as_limit: u64) -> std::process::Command {
+    let mut command = std::process::Command::new("prlimit");
+    command
+        .arg(format!("--as={as_limit}"))
+        .arg("--")
+        .arg(zarrfs());
+    command
+}
+
+/// The last `n` characters of `text`, for failure messages.
+pub fn tail(text: &str, n: usize) -> String {
+    let skip = text.chars().count().saturating_sub(n);
+    text.chars().skip(skip).collect()
 }
 
 /// `zarrfs cat` of one array: its stdout.

@@ -1,10 +1,12 @@
 //! Mounting for the end-to-end tests: a background mount unmounted on drop, the
 //! mount table, `zarrfs umount`, full preads, a deterministic generator, the test
-//! venv's Python, and a foreground daemon child with its peak memory.
+//! venv's Python, waits with a guard, and a foreground daemon child with its peak
+//! memory.
 
+use std::ffi::OsStr;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{zarrfs, Manifest, TempDir};
@@ -14,6 +16,54 @@ pub fn mounted(mountpoint: &Path) -> bool {
     let target = mountpoint.to_string_lossy().to_string();
     info.lines()
         .any(|l| l.split(' ').nth(4) == Some(target.as_str()))
+}
+
+/// A fresh folder for one mount: (the folder, removed on drop; its empty mountpoint
+/// `mnt`; the daemon's log file `zarrfs.log`). Fails if /dev/fuse is missing.
+pub fn mount_dir(label: &str) -> (TempDir, PathBuf, PathBuf) {
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: mount tests need FUSE"
+    );
+    let dir = TempDir::new(label);
+    let mountpoint = dir.path().join("mnt");
+    std::fs::create_dir(&mountpoint).expect("mkdir");
+    let log = dir.path().join("zarrfs.log");
+    (dir, mountpoint, log)
+}
+
+/// Spawns `command` (the `zarrfs` binary, maybe behind a wrapper) as
+/// `mount -f STORE MOUNTPOINT ARGS`: a foreground daemon logging warnings to `log`.
+pub fn spawn_foreground(
+    mut command: Command,
+    store: &Path,
+    mountpoint: &Path,
+    args: &[&str],
+    log: &Path,
+) -> std::io::Result<Child> {
+    command
+        .arg("mount")
+        .arg("-f")
+        .arg(store)
+        .arg(mountpoint)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+}
+
+/// The file of array `path` of `store` under `mountpoint`: a root array is named after
+/// the store folder.
+pub fn array_file(m: &Manifest, store: &str, path: &str, mountpoint: &Path) -> PathBuf {
+    if path.is_empty() {
+        let folder = m.store_dir(store);
+        let name = folder.file_name().unwrap_or_default().to_string_lossy();
+        mountpoint.join(name.trim_end_matches(".zarr"))
+    } else {
+        mountpoint.join(path)
+    }
 }
 
 /// A background mount, unmounted on drop.
@@ -26,14 +76,7 @@ pub struct Mount {
 
 impl Mount {
     pub fn new(store: &Path, args: &[&str]) -> Mount {
-        assert!(
-            Path::new("/dev/fuse").exists(),
-            "/dev/fuse is missing: mount tests need FUSE"
-        );
-        let dir = TempDir::new("mnt");
-        let mountpoint = dir.path().join("mnt");
-        std::fs::create_dir(&mountpoint).expect("mkdir");
-        let log = dir.path().join("zarrfs.log");
+        let (dir, mountpoint, log) = mount_dir("mnt");
         let status = Command::new(zarrfs())
             .arg("mount")
             .arg(store)
@@ -67,17 +110,7 @@ impl Mount {
 
     /// The file of array `p` of `store`: a root array is named after the store folder.
     pub fn array(&self, m: &Manifest, store: &str, p: &str) -> PathBuf {
-        if p.is_empty() {
-            let folder = m.store_dir(store);
-            let name = folder
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .to_string();
-            self.mountpoint.join(name.trim_end_matches(".zarr"))
-        } else {
-            self.mountpoint.join(p)
-        }
+        array_file(m, store, p, &self.mountpoint)
     }
 
     pub fn log(&self) -> String {
@@ -85,11 +118,16 @@ impl Mount {
     }
 }
 
+/// The command `zarrfs umount MOUNTPOINT`, not yet run.
+pub fn umount_command(mountpoint: &Path) -> Command {
+    let mut command = Command::new(zarrfs());
+    command.arg("umount").arg(mountpoint);
+    command
+}
+
 /// `zarrfs umount MOUNTPOINT`.
-pub fn umount(mountpoint: &Path) -> std::process::ExitStatus {
-    Command::new(zarrfs())
-        .arg("umount")
-        .arg(mountpoint)
+pub fn umount(mountpoint: &Path) -> ExitStatus {
+    umount_command(mountpoint)
         .status()
         .expect("run zarrfs umount")
 }
@@ -100,17 +138,14 @@ pub struct Unmount<'a>(pub &'a Path);
 impl Drop for Unmount<'_> {
     fn drop(&mut self) {
         if mounted(self.0) {
-            let _ = Command::new(zarrfs()).arg("umount").arg(self.0).status();
+            let _ = umount_command(self.0).status();
         }
     }
 }
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        let _ = Command::new(zarrfs())
-            .arg("umount")
-            .arg(&self.mountpoint)
-            .status();
+        let _ = umount_command(&self.mountpoint).status();
     }
 }
 
@@ -144,14 +179,19 @@ pub fn pread_full(file: &std::fs::File, offset: u64, len: usize) -> std::io::Res
 
 /// Run a Python snippet with the test venv's Python; its stdout.
 pub fn run_python(script: &str) -> String {
+    python_stdout("python", &[OsStr::new("-c"), OsStr::new(script)])
+}
+
+/// Runs the test venv's Python with `args`; its stdout. Fails, naming `what` and
+/// quoting Python's stderr, unless it exits 0.
+pub fn python_stdout(what: &str, args: &[&OsStr]) -> String {
     let out = Command::new(test_python())
-        .arg("-c")
-        .arg(script)
+        .args(args)
         .output()
-        .expect("python");
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
     assert!(
         out.status.success(),
-        "{}",
+        "{what}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).to_string()
@@ -162,11 +202,37 @@ pub fn test_python() -> String {
         .expect("ZARRFS_TEST_PYTHON must name a Python with numpy (scripts/test.sh sets it)")
 }
 
-pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// Waits until `f` holds, up to 20 s; fails naming `what` if it never did.
+pub fn wait_until(what: &str, f: impl FnMut() -> bool) {
+    assert!(
+        wait_for(Duration::from_secs(20), f),
+        "timed out waiting for {what}"
+    );
+}
+
+/// Waits until `f` holds, up to `guard`; false if it never did.
+pub fn wait_for(guard: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + guard;
     while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Waits up to `guard` for `child` to exit; `None` if it is still running.
+pub fn wait_exit(child: &mut Child, guard: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + guard;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for a child process") {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -176,7 +242,7 @@ pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 pub struct ForegroundMount {
     pub mountpoint: PathBuf,
     pub log: PathBuf,
-    pub child: std::process::Child,
+    pub child: Child,
     _dir: TempDir,
 }
 
@@ -184,25 +250,8 @@ impl ForegroundMount {
     /// Starts the daemon and returns once the mount is up; fails (with the daemon's log)
     /// if it exits first or the mount does not appear within 20 s.
     pub fn new(store: &Path, args: &[&str]) -> ForegroundMount {
-        assert!(
-            Path::new("/dev/fuse").exists(),
-            "/dev/fuse is missing: mount tests need FUSE"
-        );
-        let dir = TempDir::new("fgmnt");
-        let mountpoint = dir.path().join("mnt");
-        std::fs::create_dir(&mountpoint).expect("mkdir");
-        let log = dir.path().join("zarrfs.log");
-        let mut child = Command::new(zarrfs())
-            .arg("mount")
-            .arg("-f")
-            .arg(store)
-            .arg(&mountpoint)
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log"))
-            .spawn()
+        let (dir, mountpoint, log) = mount_dir("fgmnt");
+        let mut child = spawn_foreground(Command::new(zarrfs()), store, &mountpoint, args, &log)
             .expect("spawn zarrfs mount -f");
         let deadline = Instant::now() + Duration::from_secs(20);
         while !mounted(&mountpoint) {
@@ -251,27 +300,15 @@ impl ForegroundMount {
     }
 
     /// Waits up to `guard` for the daemon to exit; `None` if it is still running.
-    pub fn wait_exit(&mut self, guard: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + guard;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait for zarrfs") {
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    pub fn wait_exit(&mut self, guard: Duration) -> Option<ExitStatus> {
+        wait_exit(&mut self.child, guard)
     }
 }
 
 impl Drop for ForegroundMount {
     fn drop(&mut self) {
         if mounted(&self.mountpoint) {
-            let _ = Command::new(zarrfs())
-                .arg("umount")
-                .arg(&self.mountpoint)
-                .status();
+            let _ = umount_command(&self.mountpoint).status();
         }
         if self.wait_exit(Duration::from_secs(20)).is_none() {
             let _ = self.child.kill();
