@@ -4,13 +4,17 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 #
 # Runs each TARGET (default: all of metadata, codec_chain, sharding, view) for SECONDS
-# (default 60) under afl-fuzz, one after the other. Installs cargo-afl and builds AFL++
-# under target/tools on first use, builds the targets into target/fuzz, writes seed
-# corpora from target/fixtures (scripts/test.sh writes them) into target/fuzz-seeds, and
-# keeps each target's corpus in target/fuzz-out/TARGET (later runs resume it; each run's
-# time and execs are appended to target/fuzz-out/TARGET/runs.log).
-# Prints every target's exec count and crash count; exits 1 when any input in a crash
-# folder still crashes the current build (the inputs are copied to target/fuzz-crashes).
+# (default 60) under afl-fuzz, one after the other, niced. On first use it installs
+# cargo-afl and builds AFL++ from source under target/tools. It builds the targets into
+# target/fuzz and writes seed corpora into target/fuzz-seeds from target/fixtures and
+# target/hostile (scripts/test.sh writes both). Each run starts from the seeds plus the
+# corpus the previous run of the target left in target/fuzz-out/TARGET, so long fuzzing
+# can be done in pieces; each run's time and exec count are appended to
+# target/fuzz-runs/TARGET.log.
+#
+# New crashing inputs are kept in target/fuzz-crashes/TARGET; every run checks all of
+# them against the current build and drops those that no longer crash. Exits 1 while any
+# crash remains, printing how to reproduce it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -64,27 +68,43 @@ echo "fuzz.sh: building the fuzz targets"
 (cd fuzz && nice -n 10 cargo afl build --release)
 bin=$CARGO_TARGET_DIR/release
 
+# Seeds: the writers' fixtures, and the bad-input corpus when it was written.
 [ -d target/fixtures ] || { echo "fuzz.sh: target/fixtures is missing: run scripts/test.sh first" >&2; exit 1; }
+roots=(target/fixtures)
+[ -d target/hostile ] && roots+=(target/hostile)
 rm -rf target/fuzz-seeds
-"$bin/seeds" target/fixtures target/fuzz-seeds
+"$bin/seeds" target/fuzz-seeds "${roots[@]}"
 
 # afl-fuzz settings for a shared machine: no CPU binding or frequency check, no UI, and
-# core dumps may go to a handler (the crashes are still seen as signals).
-export AFL_SKIP_CPUFREQ=1 AFL_NO_AFFINITY=1 AFL_NO_UI=1 AFL_AUTORESUME=1 AFL_FAST_CAL=1
-export AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_SKIP_CRASHES=1 AFL_QUIET=1
+# core dumps may go to a handler (the crashes are still seen as signals). Seeds that
+# crash are skipped (the crash folder holds them).
+export AFL_SKIP_CPUFREQ=1 AFL_NO_AFFINITY=1 AFL_NO_UI=1 AFL_FAST_CAL=1 AFL_QUIET=1
+export AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_SKIP_CRASHES=1
 
 stat() { awk -F' *: *' -v k="$1" '$1 == k { print $2 }' "$2"; }
 
 status=0
 summary=()
+mkdir -p target/fuzz-runs
 for t in "${targets[@]}"; do
     out_dir=target/fuzz-out/$t
+    in_dir=target/fuzz-in/$t
+    crash_dir=target/fuzz-crashes/$t
+    # This run's inputs: the seeds and the corpus of the previous run (which holds the
+    # seeds it started from), named by content so that each input is there once.
+    rm -rf "$in_dir"
+    mkdir -p "$in_dir" "$crash_dir"
+    for f in target/fuzz-seeds/"$t"/* "$out_dir"/default/queue/id:*; do
+        [ -e "$f" ] || continue
+        cp "$f" "$in_dir/$(sha1sum <"$f" | cut -c1-16)"
+    done
+    rm -rf "$out_dir"
     mkdir -p "$out_dir"
     dict=()
     [ "$t" = view ] || dict=(-x fuzz/dict/zarr.dict)
-    echo "fuzz.sh: $t for ${seconds}s"
-    nice -n 10 cargo afl fuzz -i "target/fuzz-seeds/$t" -o "$out_dir" -V "$seconds" -t 2000 \
-        -m none "${dict[@]}" -- "$bin/$t" >"$out_dir/afl.log" 2>&1 || {
+    echo "fuzz.sh: $t for ${seconds}s ($(find "$in_dir" -type f | wc -l) inputs)"
+    nice -n 10 cargo afl fuzz -i "$in_dir" -o "$out_dir" -V "$seconds" -t 2000 -m none \
+        "${dict[@]}" -- "$bin/$t" >"$out_dir/afl.log" 2>&1 || {
         echo "fuzz.sh: afl-fuzz failed for $t; last lines of $out_dir/afl.log:" >&2
         tail -20 "$out_dir/afl.log" >&2
         exit 1
@@ -92,27 +112,28 @@ for t in "${targets[@]}"; do
     stats=$out_dir/default/fuzzer_stats
     execs=$(stat execs_done "$stats")
     run_time=$(stat run_time "$stats")
-    paths=$(stat corpus_count "$stats")
-    # Crash inputs (of this run or earlier ones) that still crash this build.
-    open=0
-    crash_dir=target/fuzz-crashes/$t
-    rm -rf "$crash_dir"
+    corpus=$(stat corpus_count "$stats")
+    hangs=$(find "$out_dir/default/hangs" -name 'id:*' | wc -l)
     for f in "$out_dir"/default/crashes/id:*; do
         [ -e "$f" ] || continue
-        if ! timeout 20 "$bin/$t" <"$f" >/dev/null 2>&1; then
-            mkdir -p "$crash_dir"
-            cp "$f" "$crash_dir/"
+        cp "$f" "$crash_dir/$(sha1sum <"$f" | cut -c1-16)"
+    done
+    # Crashes of this run and earlier ones that still crash this build.
+    open=0
+    for f in "$crash_dir"/*; do
+        [ -e "$f" ] || continue
+        if timeout 20 "$bin/$t" <"$f" >/dev/null 2>&1; then
+            echo "fuzz.sh: $f no longer crashes; dropped"
+            rm -f "$f"
+        else
             open=$((open + 1))
         fi
     done
-    hangs=$(find "$out_dir/default/hangs" -name 'id:*' 2>/dev/null | wc -l)
-    echo "$(date -u +%FT%TZ) run_time $run_time execs $execs" >>"$out_dir/runs.log"
-    total=$(awk '{ t += $3; e += $5 } END { printf "%ds %d execs", t, e }' "$out_dir/runs.log")
-    summary+=("$(printf '%-12s execs %-10s in %5ss (all runs: %s)  corpus %-6s hangs %-4s crashes %s' \
-        "$t" "$execs" "$run_time" "$total" "$paths" "$hangs" "$open")")
-    if [ "$open" -gt 0 ]; then
-        status=1
-    fi
+    echo "$(date -u +%FT%TZ) run_time $run_time execs $execs" >>"target/fuzz-runs/$t.log"
+    total=$(awk '{ t += $3; e += $5 } END { printf "%ds, %d execs", t, e }' "target/fuzz-runs/$t.log")
+    summary+=("$(printf '%-12s %10s execs in %5ss (all runs: %s)  corpus %-6s hangs %-3s crashes %s' \
+        "$t" "$execs" "$run_time" "$total" "$corpus" "$hangs" "$open")")
+    [ "$open" -eq 0 ] || status=1
 done
 
 echo "fuzz.sh: results"
@@ -120,7 +141,7 @@ printf '  %s\n' "${summary[@]}"
 if [ "$status" -ne 0 ]; then
     echo "fuzz.sh: crashes found; inputs in target/fuzz-crashes/<target>/. Reproduce with" >&2
     echo "  $bin/<target> < target/fuzz-crashes/<target>/<file>" >&2
-    echo "and minimize with" >&2
-    echo "  cargo afl tmin -i <file> -o min -- $bin/<target>   (PATH=$tools/bin:\$PATH XDG_DATA_HOME=$tools/afl-data)" >&2
+    echo "and minimize with (PATH=$tools/bin:\$PATH XDG_DATA_HOME=$tools/afl-data)" >&2
+    echo "  cargo afl tmin -i <file> -o <file>.min -- $bin/<target>" >&2
 fi
 exit "$status"

@@ -3,12 +3,16 @@
 //! with consolidated metadata, the 2020 draft entry point with `meta/root` documents, and
 //! chunks). The hierarchy is opened and walked as `inspect` does; every array found is
 //! opened, its first read units are decoded and the start of its flat file is read.
-//! Nothing may panic or abort, whatever the documents hold.
+//! Then the same store is walked through the filesystem core the mount serves
+//! (readdir, lookup, getattr, open, read, xattrs of every entry, sidecars included).
+//! Nothing may panic or abort, whatever the documents hold; a hierarchy that opens lists
+//! its root, and every listed name can be looked up.
 
 use std::sync::Arc;
 
 use zarrfs::array::Array;
 use zarrfs::cache::ChunkCache;
+use zarrfs::fs::{FileKind, FsOptions, ZarrFs, ROOT};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::inspect;
 use zarrfs::store::Store;
@@ -47,6 +51,55 @@ fn read_array(h: &Hierarchy, path: &str, store: &Arc<dyn Store>) {
     }
 }
 
+/// Filesystem entries visited per input, at most.
+const MAX_ENTRIES: usize = 48;
+
+/// Walk the mount's view of `h`: every directory listed, every entry looked up, stat'ed,
+/// opened and read.
+fn walk_fs(h: Hierarchy) {
+    let options = FsOptions {
+        layout: Layout::default(),
+        cache_bytes: 1 << 20,
+        prefetch_threads: 1,
+    };
+    let fs = ZarrFs::new(h, options, "store.zarr");
+    let _ = fs.getattr(ROOT);
+    let mut dirs = vec![(ROOT, 0usize)];
+    let mut seen = 0;
+    while let Some((dir, depth)) = dirs.pop() {
+        let listing = fs.readdir(dir);
+        if dir == ROOT {
+            if let Err(e) = &listing {
+                panic!("the root of an open hierarchy does not list: {e}");
+            }
+        }
+        let Ok(listing) = listing else {
+            continue;
+        };
+        for entry in listing.iter() {
+            if seen >= MAX_ENTRIES {
+                return;
+            }
+            seen += 1;
+            if let Err(e) = fs.lookup(dir, &entry.name) {
+                panic!("listed entry {:?} does not look up: {e}", entry.name);
+            }
+            let _ = fs.getattr(entry.ino);
+            let _ = fs.xattrs(entry.ino);
+            match entry.kind {
+                FileKind::Directory if depth < 4 => dirs.push((entry.ino, depth + 1)),
+                FileKind::Directory => {}
+                FileKind::File => {
+                    if fs.open(entry.ino).is_ok() {
+                        let _ = fs.read(entry.ino, 0, 512);
+                        let _ = fs.read_in_place(entry.ino, 0, 64);
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn run(data: &[u8]) {
     let store: Arc<dyn Store> = Arc::new(store_from(data));
     let Ok(h) = Hierarchy::open(store.clone()) else {
@@ -66,6 +119,7 @@ fn run(data: &[u8]) {
             }
         }
     }
+    walk_fs(h);
 }
 
 fn main() {
