@@ -45,6 +45,11 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 
+# One fuzz.sh at a time: runs share the corpora and the build.
+mkdir -p target
+exec 9>target/fuzz.lock
+flock 9
+
 afl_version=0.18.2
 tools=$root/target/tools
 export PATH="$tools/bin:$PATH"

@@ -35,3 +35,5 @@ cargo clippy --release --all-targets -- -D warnings
 # The mount tests use the venv's Python (numpy) for memmap checks.
 export ZARRFS_TEST_PYTHON="$PWD/target/venv-zarr3/bin/python"
 cargo test --release -- --test-threads=2
+# Fuzz smoke run: every fuzz target (fuzz/) for 30 s under afl-fuzz; fails on a crash.
+bash scripts/fuzz.sh 30
