@@ -65,9 +65,15 @@ unsafe impl GlobalAlloc for CappedAlloc {
 #[global_allocator]
 static ALLOC: CappedAlloc = CappedAlloc;
 
-/// The codec_chain target's steps: a chain for a uint8 chunk of `shape` from v3 codec
-/// entries, then the decode of `chunk`.
-fn decode_uint8(shape: &[u64], codecs: Value, chunk: &[u8]) -> zarrfs::Result<ChunkData> {
+/// The codec_chain target's steps: a chain for a chunk of `shape` and `dtype` from v3
+/// codec entries, then the decode of `chunk`.
+fn decode(
+    dtype: DataType,
+    fill: FillValue,
+    shape: &[u64],
+    codecs: Value,
+    chunk: &[u8],
+) -> zarrfs::Result<ChunkData> {
     let specs: Vec<CodecSpec> = codecs
         .as_array()
         .expect("codecs are a list")
@@ -76,11 +82,21 @@ fn decode_uint8(shape: &[u64], codecs: Value, chunk: &[u8]) -> zarrfs::Result<Ch
         .collect();
     let repr = ChunkRepr {
         shape: shape.to_vec(),
-        dtype: DataType::UInt(1),
-        fill: FillValue::Fixed(vec![0]),
+        dtype,
+        fill,
     };
     let chain = CodecChain::build(&specs, &repr).expect("chain builds");
     chain.decode(chunk.to_vec())
+}
+
+fn decode_uint8(shape: &[u64], codecs: Value, chunk: &[u8]) -> zarrfs::Result<ChunkData> {
+    decode(
+        DataType::UInt(1),
+        FillValue::Fixed(vec![0]),
+        shape,
+        codecs,
+        chunk,
+    )
 }
 
 /// A chunk of 2^31 bytes: legitimate by metadata (under the 4 GiB chunk limit), larger
@@ -134,4 +150,59 @@ fn blosc_header_claiming_two_gib_fails_without_allocating_them() {
     let good = blosc::Context::new().compress(&[5u8; 4096][..]);
     let data = decode_uint8(&[4096], codecs, good.as_ref()).unwrap();
     assert_eq!(data, ChunkData::Fixed(vec![5u8; 4096]));
+}
+
+#[test]
+fn vlen_chunk_claiming_half_a_billion_elements_fails_without_reserving_them() {
+    // A string chunk of 2^29 elements (8 bytes each by the metadata size rule: 4 GiB, the
+    // largest allowed); its numcodecs vlen header names that count and holds nothing.
+    let codecs = json!([{"name": "vlen-utf8"}]);
+    let fill = FillValue::Var(Some(Vec::new()));
+    let header = (1u32 << 29).to_le_bytes();
+    let err = decode(
+        DataType::String,
+        fill.clone(),
+        &[1 << 29],
+        codecs.clone(),
+        &header,
+    )
+    .expect_err("a count the chunk cannot hold fails");
+    assert!(err.to_string().contains("vlen"), "{err}");
+    // An honest chunk: 2 elements, "ab" and "".
+    let good = b"\x02\x00\x00\x00\x02\x00\x00\x00ab\x00\x00\x00\x00";
+    let data = decode(DataType::String, fill, &[2], codecs, good).unwrap();
+    assert_eq!(
+        data,
+        ChunkData::Var(vec![Some(b"ab".to_vec()), Some(Vec::new())])
+    );
+}
+
+#[test]
+fn whole_shard_of_empty_inner_chunks_larger_than_memory_fails_instead_of_aborting() {
+    // A transpose before the sharding codec makes the chain decode whole shards. The
+    // shard (2 GiB) holds two inner chunks, both empty (index entries all 0xff): decoding
+    // it materializes 2 GiB of fill value, more than this binary may hold.
+    let codecs = json!([
+        {"name": "transpose", "configuration": {"order": [0]}},
+        {"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [1u64 << 30],
+            "codecs": [{"name": "bytes"}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        }},
+    ]);
+    let err = decode_uint8(&BIG, codecs.clone(), &[0xff; 32])
+        .expect_err("a shard larger than memory fails");
+    assert!(err.to_string().contains("out of memory"), "{err}");
+    // The same layout for a small shard decodes to fill value.
+    let small = json!([
+        {"name": "transpose", "configuration": {"order": [0]}},
+        {"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [4],
+            "codecs": [{"name": "bytes"}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        }},
+    ]);
+    let fill = FillValue::Fixed(vec![3]);
+    let data = decode(DataType::UInt(1), fill, &[8], small, &[0xff; 32]).unwrap();
+    assert_eq!(data, ChunkData::Fixed(vec![3; 8]));
 }

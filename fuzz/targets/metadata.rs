@@ -33,7 +33,7 @@ fn read_array(h: &Hierarchy, path: &str, store: &Arc<dyn Store>) {
         return;
     };
     for idx in first_indices(&array.unit_grid(), 2) {
-        let _ = array.read_unit(&idx);
+        let _ = array.read_unit_or_fill(&idx);
     }
     let array = Arc::new(array);
     for layout in [

@@ -1,7 +1,8 @@
 //! Fuzz target: sharding indexes. The input is a v3 array document (the store's root
 //! `zarr.json`, normally with a `sharding_indexed` codec), 0x1e, then the bytes of the
 //! shard at grid index 0. Every inner chunk of that shard is read the way the mount reads
-//! it (index first, then the inner chunk's byte range), and the whole shard is decoded
+//! it (index first, then the inner chunk's byte range; never-written inner chunks as a
+//! fill marker), and the whole shard is decoded
 //! through the full chain. Errors are fine; panics and aborts are findings.
 
 use std::sync::Arc;
@@ -48,7 +49,7 @@ fn run(data: &[u8]) {
         .map(|(n, g)| n.min(g))
         .collect();
     for idx in first_indices(&per_shard, MAX_UNITS) {
-        let _ = array.read_unit(&idx);
+        let _ = array.read_unit_or_fill(&idx);
     }
     // The whole shard through the chain, as when sharding is not the only codec.
     let repr = ChunkRepr {

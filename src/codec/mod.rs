@@ -62,16 +62,27 @@ impl ChunkRepr {
         }
     }
 
-    /// A chunk holding only the fill value.
+    /// A chunk holding only the fill value, materialized (its memory is reserved
+    /// fallibly: a chunk that does not fit fails, the process lives).
     pub fn filled(&self) -> Result<ChunkData> {
         Ok(match &self.fill {
             FillValue::Fixed(one) => {
                 let n = self.fixed_len()?;
+                let mut out = Vec::new();
+                out.try_reserve_exact(n).map_err(|_| {
+                    Error::Invalid(format!(
+                        "chunk of shape {:?}: out of memory for {n} bytes",
+                        self.shape
+                    ))
+                })?;
                 if one.iter().all(|b| *b == 0) {
-                    ChunkData::Fixed(vec![0; n])
+                    out.resize(n, 0);
                 } else {
-                    ChunkData::Fixed(one.repeat(self.num_elements() as usize))
+                    for _ in 0..self.num_elements() {
+                        out.extend_from_slice(one);
+                    }
                 }
+                ChunkData::Fixed(out)
             }
             FillValue::Var(v) => {
                 let n = usize::try_from(self.num_elements())
@@ -83,7 +94,15 @@ impl ChunkRepr {
                             self.shape
                         ))
                     })?;
-                ChunkData::Var(vec![v.clone(); n])
+                let mut out = Vec::new();
+                out.try_reserve_exact(n).map_err(|_| {
+                    Error::Invalid(format!(
+                        "variable-length chunk of shape {:?}: out of memory",
+                        self.shape
+                    ))
+                })?;
+                out.resize(n, v.clone());
+                ChunkData::Var(out)
             }
         })
     }

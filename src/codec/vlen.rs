@@ -95,6 +95,14 @@ impl Vlen {
                 self.elements
             )));
         }
+        // Every element takes at least its 4-byte length: a count the chunk cannot hold
+        // is refused before anything is reserved for it.
+        if n > bytes.len().saturating_sub(4) / 4 {
+            return Err(corrupt(format!(
+                "vlen: {n} elements cannot fit in {} bytes",
+                bytes.len()
+            )));
+        }
         let mut out = Vec::with_capacity(n);
         for _ in 0..n {
             let len = next_u32(&mut pos)?;

@@ -191,7 +191,9 @@ fn seed_store(root: &Path, name: &str, out: &mut Out) -> Result<(), String> {
             variants.push((format!("_{i}"), meta.chunk_shape.clone(), c.clone()));
         }
         // The same codecs for a chunk of about LARGE_CHUNK bytes (first axis stretched).
-        if let (Some(item), Some(first_axis)) = (meta.dtype.size(), meta.chunk_shape.first()) {
+        // (Variable-length elements count 8 bytes, as in the metadata's size check.)
+        let item = meta.dtype.size().unwrap_or(8);
+        if let Some(first_axis) = meta.chunk_shape.first() {
             let rest: u64 = meta.chunk_shape[1..].iter().product::<u64>().max(1) * item as u64;
             let stretched = (LARGE_CHUNK / rest).max(*first_axis);
             let mut shape = meta.chunk_shape.clone();
