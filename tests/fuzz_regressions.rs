@@ -206,3 +206,38 @@ fn whole_shard_of_empty_inner_chunks_larger_than_memory_fails_instead_of_abortin
     let data = decode(DataType::UInt(1), fill, &[8], small, &[0xff; 32]).unwrap();
     assert_eq!(data, ChunkData::Fixed(vec![3; 8]));
 }
+
+#[test]
+fn categorize_labels_cost_what_the_metadata_spells_not_the_declared_width() {
+    // 300 labels for text of 2^20 characters: padded to the declared width they would
+    // take 1.2 GiB, from 2 KiB of metadata.
+    let fill = FillValue::Fixed(vec![0; 16]);
+    let mut labels = vec![json!("a"), json!("bc")];
+    labels.resize(300, json!(""));
+    let codecs = |dtype: &str| {
+        json!([
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {"name": "numcodecs.categorize",
+             "configuration": {"dtype": dtype, "labels": labels, "astype": "|u1"}},
+        ])
+    };
+    let chunk = [1u8, 2, 0, 1];
+    // The declared width does not match the array's 4-character elements: an error.
+    let wide = decode(
+        DataType::Utf32(4),
+        fill.clone(),
+        &[4],
+        codecs("<U1048576"),
+        &chunk,
+    );
+    assert!(wide.is_err(), "{wide:?}");
+    // The same labels at the array's width decode.
+    let data = decode(DataType::Utf32(4), fill, &[4], codecs("<U4"), &chunk).unwrap();
+    let text = |s: &str| -> Vec<u8> {
+        let mut e: Vec<u8> = s.chars().flat_map(|c| (c as u32).to_le_bytes()).collect();
+        e.resize(16, 0);
+        e
+    };
+    let expected = [text("a"), text("bc"), text(""), text("a")].concat();
+    assert_eq!(data, ChunkData::Fixed(expected));
+}

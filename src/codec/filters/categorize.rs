@@ -11,7 +11,8 @@ use crate::metadata::dtype::parse_typestr;
 use crate::metadata::DataType;
 
 pub struct Categorize {
-    /// Each label encoded as one element of the decoded type.
+    /// Each label's characters as UTF-32 in the decoded byte order, without the padding
+    /// to the element size (so that the labels cost what the metadata spells out).
     labels: Vec<Vec<u8>>,
     item: usize,
     astype: Num,
@@ -32,8 +33,8 @@ impl Categorize {
             .iter()
             .map(|l| {
                 let s = l.as_str().unwrap_or("");
-                let mut out = Vec::with_capacity(chars * 4);
-                for ch in s.chars().chain(std::iter::repeat('\0')).take(chars) {
+                let mut out = Vec::new();
+                for ch in s.chars().take(chars) {
                     let b = (ch as u32).to_le_bytes();
                     out.extend(if big.is_empty() {
                         b
@@ -55,7 +56,7 @@ impl Categorize {
 impl Filter for Categorize {
     fn decode(&self, input: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
         let n = input.len() / self.astype.size;
-        check_len(n * self.item, limit, "categorize")?;
+        check_len(n.saturating_mul(self.item), limit, "categorize")?;
         let mut out = vec![0u8; n * self.item];
         for (s, d) in input
             .chunks_exact(self.astype.size)
@@ -67,7 +68,7 @@ impl Filter for Categorize {
                     .labels
                     .get(k as usize - 1)
                     .ok_or_else(|| corrupt(format!("categorize: label {k} out of range")))?;
-                d.copy_from_slice(label);
+                d[..label.len()].copy_from_slice(label);
             }
         }
         Ok(out)
@@ -76,7 +77,8 @@ impl Filter for Categorize {
     fn encode(&self, input: Vec<u8>) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         for e in input.chunks_exact(self.item.max(1)) {
-            let k = self.labels.iter().position(|l| l == e).map_or(0, |i| i + 1);
+            let is = |l: &Vec<u8>| e.starts_with(l) && e[l.len()..].iter().all(|b| *b == 0);
+            let k = self.labels.iter().position(is).map_or(0, |i| i + 1);
             let mut b = vec![0u8; self.astype.size];
             self.astype.write_i128(k as i128, &mut b);
             out.extend(b);
