@@ -195,7 +195,8 @@ fn seed_store(root: &Path, name: &str, out: &mut Out) -> Result<(), String> {
         let item = meta.dtype.size().unwrap_or(8);
         if let Some(first_axis) = meta.chunk_shape.first() {
             let rest: u64 = meta.chunk_shape[1..].iter().product::<u64>().max(1) * item as u64;
-            let stretched = (LARGE_CHUNK / rest).max(*first_axis);
+            // A multiple of the original extent, so that inner chunks still divide it.
+            let stretched = (LARGE_CHUNK / rest).div_ceil(*first_axis).max(1) * first_axis;
             let mut shape = meta.chunk_shape.clone();
             shape[0] = stretched;
             variants.push(("_large".into(), shape, first_chunk));
