@@ -14,6 +14,9 @@ command -v getfattr >/dev/null || missing+=(attr)
 command -v gdal_translate >/dev/null || missing+=(gdal-bin)
 /usr/bin/python3 -c "from osgeo import gdal" 2>/dev/null || missing+=(python3-gdal)
 { command -v ncgen && command -v nccopy && command -v ncdump; } >/dev/null || missing+=(netcdf-bin)
+# The HTTP test server: nginx with WebDAV PROPFIND (tests/remote.rs).
+[ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+[ -e /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || missing+=(libnginx-mod-http-dav-ext)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}"
     if [ "$(id -u)" -ne 0 ]; then
@@ -21,7 +24,15 @@ if [ ${#missing[@]} -gt 0 ]; then
         exit 1
     fi
     apt-get update -qq
+    # No package may start a service (nginx's would listen on every address): the tests
+    # start their own servers on loopback.
+    policy=/usr/sbin/policy-rc.d
+    made_policy=
+    if ! [ -e $policy ]; then
+        printf '#!/bin/sh\nexit 101\n' > $policy && chmod +x $policy && made_policy=1
+    fi
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    [ -z "$made_policy" ] || rm -f $policy
 fi
 
 bash scripts/setup_python.sh
@@ -29,6 +40,15 @@ target/venv-zarr3/bin/python scripts/make_fixtures.py target/fixtures
 # The bad-input corpus of tests/hostile.rs: broken and hostile stores (FIFOs and device
 # files among them, so this runs as root).
 target/venv-zarr3/bin/python scripts/make_hostile.py target/hostile
+# Zip archives of the fixture stores (tests/remote.rs).
+target/venv-zarr3/bin/python scripts/make_zips.py target/fixtures target/fixtures-zip
+
+# The S3 test server: s3s-fs from crates.io (0.14.1 is the last that builds on this Rust),
+# kept under target/tools.
+if ! [ -x target/tools/bin/s3s-fs ]; then
+    echo "test.sh: installing s3s-fs 0.14.1 into target/tools"
+    cargo install --quiet --root target/tools s3s-fs --version 0.14.1 --features binary --locked
+fi
 
 cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings

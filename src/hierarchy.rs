@@ -1,7 +1,7 @@
 //! Node discovery: which layout a store holds, what node sits at a path, and a group's
 //! children — explicit and implicit groups in every layout, consolidated metadata first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -65,6 +65,9 @@ const IMPLICIT_DEPTH: usize = 8;
 /// back into itself) is given up on, not walked for ever.
 const IMPLICIT_BUDGET: usize = 1024;
 
+/// Paths remembered as missing at most; the set starts over when full.
+const MAX_MISSING: usize = 1 << 16;
+
 /// Whether `name` can be a directory entry: node names from a store that cannot (empty,
 /// `.`, `..`, with `/` or NUL, longer than a file name may be) are left out of listings.
 pub fn valid_name(name: &str) -> bool {
@@ -81,6 +84,11 @@ pub struct Hierarchy {
     layout: Layout,
     /// Nodes resolved so far: the store is immutable while it is read.
     nodes: Mutex<HashMap<String, Node>>,
+    /// Paths known to hold no node (negative cache: a lookup of a missing name costs the
+    /// store one visit, not one per `stat`).
+    missing: Mutex<HashSet<String>>,
+    /// Directory listings made so far.
+    listings: Mutex<HashMap<String, Vec<(String, NodeKind)>>>,
     /// Consolidated documents by node path ("" for the root), in the layout's own form.
     consolidated: Option<Map<String, Value>>,
 }
@@ -118,6 +126,8 @@ impl Hierarchy {
             store,
             layout: Layout::V3,
             nodes: Mutex::new(HashMap::new()),
+            missing: Mutex::new(HashSet::new()),
+            listings: Mutex::new(HashMap::new()),
             consolidated: None,
         };
         if let Some(bytes) = h.store.get("zarr.json")? {
@@ -280,9 +290,28 @@ impl Hierarchy {
         if let Some(node) = self.nodes.lock().get(&path) {
             return Ok(node.clone());
         }
-        let node = self.resolve(&path)?;
-        self.nodes.lock().insert(path, node.clone());
-        Ok(node)
+        if self.missing.lock().contains(&path) {
+            return Err(Error::NotFound(if path.is_empty() {
+                "/".into()
+            } else {
+                path
+            }));
+        }
+        match self.resolve(&path) {
+            Ok(node) => {
+                self.nodes.lock().insert(path, node.clone());
+                Ok(node)
+            }
+            Err(Error::NotFound(what)) => {
+                let mut missing = self.missing.lock();
+                if missing.len() >= MAX_MISSING {
+                    missing.clear();
+                }
+                missing.insert(path);
+                Err(Error::NotFound(what))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn resolve(&self, path: &str) -> Result<Node> {
@@ -341,9 +370,20 @@ impl Hierarchy {
         Ok(None)
     }
 
-    /// The children of the group at `path`, sorted by name, with their kinds.
+    /// The children of the group at `path`, sorted by name, with their kinds (listed
+    /// once: the store is immutable while it is read).
     pub fn children(&self, path: &str) -> Result<Vec<(String, NodeKind)>> {
         let path = normalize(path);
+        if let Some(hit) = self.listings.lock().get(&path) {
+            return Ok(hit.clone());
+        }
+        let children = self.list_children(&path)?;
+        self.listings.lock().insert(path, children.clone());
+        Ok(children)
+    }
+
+    fn list_children(&self, path: &str) -> Result<Vec<(String, NodeKind)>> {
+        let path = path.to_string();
         let mut names: Vec<String> = Vec::new();
         match (&self.consolidated, &self.layout) {
             (Some(c), _) => {

@@ -5,6 +5,7 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -15,7 +16,7 @@ use zarrfs::fs::FsOptions;
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::mount::MountConfig;
 use zarrfs::prefetch::{Prefetcher, PREFETCH_PER_CORE};
-use zarrfs::store::FolderStore;
+use zarrfs::store::StoreConfig;
 use zarrfs::view::{write_var_lines, Layout, Order, View};
 use zarrfs::{inspect, Error, Result};
 
@@ -44,12 +45,63 @@ enum EndianArg {
     Big,
 }
 
+/// Where the store is and how to reach it (the options of every command taking STORE).
+#[derive(clap::Args, Clone)]
+struct StoreArgs {
+    /// Unsigned requests: public buckets, no credentials.
+    #[arg(long)]
+    anonymous: bool,
+    /// Open STORE as a zip archive whatever its name (names ending in .zip always are).
+    #[arg(long)]
+    zip: bool,
+    /// Seconds allowed for one request to a remote store.
+    #[arg(long, default_value_t = 30.0, value_parser = parse_seconds)]
+    timeout: f64,
+    /// Retries of a failed request to a remote store, with backoff.
+    #[arg(long, default_value_t = 3)]
+    retries: usize,
+    /// Requests to a remote store in flight at most.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    max_requests: u16,
+}
+
+fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("{s:?}: seconds, more than 0 and at most a day")),
+    }
+}
+
+impl StoreArgs {
+    /// The store configuration, with `-o key=value` store options.
+    fn config<'a>(&self, options: impl IntoIterator<Item = &'a str>) -> Result<StoreConfig> {
+        let mut cfg = StoreConfig {
+            anonymous: self.anonymous,
+            zip: self.zip,
+            timeout: Duration::from_secs_f64(self.timeout),
+            retries: self.retries,
+            max_requests: self.max_requests as usize,
+            ..StoreConfig::default()
+        };
+        for o in options {
+            cfg.add_option(o)?;
+        }
+        Ok(cfg)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Write an array's flat bytes (or JSON lines for variable-length data) to stdout.
     Cat {
-        store: PathBuf,
+        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+        store: String,
         path: String,
+        #[command(flatten)]
+        store_args: StoreArgs,
+        /// Store options (endpoint=..., region=..., allow_http=true, ...).
+        #[arg(short = 'o', value_delimiter = ',')]
+        options: Vec<String>,
         #[arg(long, value_enum, default_value = "C")]
         order: OrderArg,
         #[arg(long, value_enum, default_value = "little")]
@@ -57,8 +109,11 @@ enum Command {
     },
     /// Mount a store: groups become directories, arrays flat read-only files.
     Mount {
-        store: PathBuf,
+        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+        store: String,
         mountpoint: PathBuf,
+        #[command(flatten)]
+        store_args: StoreArgs,
         /// Stay in the foreground (Ctrl-C unmounts).
         #[arg(short, long)]
         foreground: bool,
@@ -69,10 +124,12 @@ enum Command {
         /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G).
         #[arg(long, default_value = "1GiB", value_parser = zarrfs::mount::parse_size)]
         cache_size: usize,
-        /// Worker threads for reads (default: the number of cores).
+        /// Worker threads for reads (default: the number of cores; for a remote store,
+        /// --max-requests).
         #[arg(long)]
         threads: Option<usize>,
-        /// FUSE options (allow_other, allow_root, default_permissions, ...).
+        /// FUSE options (allow_other, allow_root, default_permissions, ...) and store
+        /// options (endpoint=..., region=..., allow_http=true, ...).
         #[arg(short = 'o', value_delimiter = ',')]
         options: Vec<String>,
     },
@@ -82,20 +139,24 @@ enum Command {
     Demo { dir: PathBuf },
     /// Print the hierarchy: nodes, kinds, shapes, data types, chunks, codecs, attributes.
     Inspect {
-        store: PathBuf,
+        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+        store: String,
         path: Option<String>,
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        store_args: StoreArgs,
+        /// Store options (endpoint=..., region=..., allow_http=true, ...).
+        #[arg(short = 'o', value_delimiter = ',')]
+        options: Vec<String>,
     },
 }
 
-fn open(store: &PathBuf) -> Result<Hierarchy> {
-    let store = FolderStore::open(store)?;
-    Hierarchy::open(Arc::new(store))
+fn open(store: &str, cfg: &StoreConfig) -> Result<Hierarchy> {
+    Hierarchy::open(zarrfs::store::open(store, cfg)?)
 }
 
-fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()> {
-    let h = open(store)?;
+fn cat(h: Hierarchy, path: &str, order: Order, big_endian: bool) -> Result<()> {
     let meta = match h.node(path)? {
         Node::Array(meta) => meta,
         _ => return Err(Error::Invalid(format!("{path}: not an array"))),
@@ -136,7 +197,7 @@ fn cat(store: &PathBuf, path: &str, order: Order, big_endian: bool) -> Result<()
     if array.meta.dtype.is_var() {
         write_var_lines(&array, &cache, order, &mut out)?;
     } else {
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = h.store().concurrency();
         let view = View::new(array, cache, Layout { order, big_endian })?
             .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE));
         view.write_all(&mut out, 8 << 20)?;
@@ -155,6 +216,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Mount {
             store,
+            store_args,
             mountpoint,
             foreground,
             order,
@@ -163,10 +225,11 @@ fn run(cli: Cli) -> Result<()> {
             threads,
             options,
         } => {
-            let threads = threads
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            let (store_options, fuse_options) = zarrfs::mount::split_options(&options);
+            let store_cfg = store_args.config(store_options)?;
             zarrfs::mount::mount(MountConfig {
                 store,
+                store_cfg,
                 mountpoint,
                 foreground,
                 fs: FsOptions {
@@ -175,10 +238,10 @@ fn run(cli: Cli) -> Result<()> {
                         big_endian: matches!(endian, EndianArg::Big),
                     },
                     cache_bytes: cache_size,
-                    prefetch_threads: threads * PREFETCH_PER_CORE,
+                    prefetch_threads: 0,
                 },
                 threads,
-                options,
+                options: fuse_options,
             })
         }
         Command::Umount { mountpoint } => zarrfs::mount::unmount(&mountpoint),
@@ -192,15 +255,26 @@ fn run(cli: Cli) -> Result<()> {
             path,
             order,
             endian,
+            store_args,
+            options,
         } => {
-            let order = match order {
-                OrderArg::C => Order::C,
-                OrderArg::F => Order::F,
-            };
-            cat(&store, &path, order, matches!(endian, EndianArg::Big))
+            let h = open(
+                &store,
+                &store_args.config(options.iter().map(String::as_str))?,
+            )?;
+            cat(h, &path, order_of(order), matches!(endian, EndianArg::Big))
         }
-        Command::Inspect { store, path, json } => {
-            let h = open(&store)?;
+        Command::Inspect {
+            store,
+            path,
+            json,
+            store_args,
+            options,
+        } => {
+            let h = open(
+                &store,
+                &store_args.config(options.iter().map(String::as_str))?,
+            )?;
             let nodes = inspect::tree(&h, path.as_deref().unwrap_or(""))?;
             let mut out = std::io::stdout().lock();
             let text = if json {

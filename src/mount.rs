@@ -12,7 +12,8 @@ use fuser::MountOption;
 use crate::fs::{FsOptions, ZarrFs};
 use crate::fuse::FuseAdapter;
 use crate::hierarchy::Hierarchy;
-use crate::store::FolderStore;
+use crate::prefetch::PREFETCH_PER_CORE;
+use crate::store::StoreConfig;
 use crate::{Error, Result};
 
 /// Set in the environment of the background daemon: it prints `ready` on stdout once
@@ -25,12 +26,49 @@ const READAHEAD_KIB: u32 = 16384;
 
 /// Everything `zarrfs mount` needs.
 pub struct MountConfig {
-    pub store: PathBuf,
+    /// The STORE argument: a folder, a URL, a zip archive.
+    pub store: String,
+    pub store_cfg: StoreConfig,
     pub mountpoint: PathBuf,
     pub foreground: bool,
+    /// `prefetch_threads` of 0: sized from the read threads.
     pub fs: FsOptions,
-    pub threads: usize,
+    /// Read worker threads; default: what the store can use at once.
+    pub threads: Option<usize>,
+    /// FUSE mount options.
     pub options: Vec<String>,
+}
+
+/// `-o key=value` options that are the kernel's or libfuse's, not the store's.
+const FUSE_KEYS: &[&str] = &[
+    "fsname",
+    "subtype",
+    "max_read",
+    "blksize",
+    "uid",
+    "gid",
+    "umask",
+    "context",
+    "fscontext",
+    "defcontext",
+    "rootcontext",
+];
+
+/// Split `-o` options into the store's (`key=value` that FUSE does not know) and FUSE's.
+pub fn split_options(options: &[String]) -> (Vec<&str>, Vec<String>) {
+    let mut store = Vec::new();
+    let mut fuse = Vec::new();
+    for o in options
+        .iter()
+        .flat_map(|o| o.split(','))
+        .filter(|o| !o.is_empty())
+    {
+        match o.split_once('=') {
+            Some((key, _)) if !FUSE_KEYS.contains(&key) => store.push(o),
+            _ => fuse.push(o.to_string()),
+        }
+    }
+    (store, fuse)
 }
 
 /// Parse `512MiB`, `2G`, `1.5GiB`, `4096` into bytes (K/M/G/T are powers of 1024).
@@ -52,10 +90,10 @@ pub fn parse_size(s: &str) -> std::result::Result<usize, String> {
     Ok((value * (1u64 << shift) as f64) as usize)
 }
 
-fn mount_options(store: &Path, extra: &[String]) -> Vec<MountOption> {
+fn mount_options(store: &str, extra: &[String]) -> Vec<MountOption> {
     let mut options = vec![
         MountOption::RO,
-        MountOption::FSName(format!("zarrfs:{}", store.display())),
+        MountOption::FSName(format!("zarrfs:{store}")),
         MountOption::Subtype("zarrfs".into()),
         MountOption::NoDev,
         MountOption::NoSuid,
@@ -115,9 +153,9 @@ fn raise_readahead(mountpoint: &Path, kib: u32) {
 
 /// The checks that must fail before going to the background.
 fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
-    let store = FolderStore::open(&cfg.store)?;
-    let hierarchy = Hierarchy::open(Arc::new(store))
-        .map_err(|e| Error::Invalid(format!("{}: {e}", cfg.store.display())))?;
+    let store = crate::store::open(&cfg.store, &cfg.store_cfg)?;
+    let hierarchy =
+        Hierarchy::open(store).map_err(|e| Error::Invalid(format!("{}: {e}", cfg.store)))?;
     let mp = &cfg.mountpoint;
     let abs = std::fs::canonicalize(mp).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOTCONN) => Error::Invalid(format!(
@@ -152,33 +190,29 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
 }
 
 /// Run `zarrfs mount`: in front with `foreground`, else in the background once mounted.
-pub fn mount(cfg: MountConfig) -> Result<()> {
+pub fn mount(mut cfg: MountConfig) -> Result<()> {
     let (mountpoint, hierarchy) = preflight(&cfg)?;
     if !cfg.foreground && std::env::var_os(READY_ENV).is_none() {
         return spawn_daemon(&mountpoint);
     }
     block_signals();
     crate::memory::tune_allocator();
-    let name = cfg
-        .store
-        .canonicalize()
-        .unwrap_or_else(|_| cfg.store.clone());
-    let name = name
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
+    let name = crate::store::short_name(&cfg.store);
+    let threads = cfg
+        .threads
+        .unwrap_or_else(|| hierarchy.store().concurrency())
+        .max(1);
+    if cfg.fs.prefetch_threads == 0 {
+        cfg.fs.prefetch_threads = threads * PREFETCH_PER_CORE;
+    }
     let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs, &name));
     let ra_mountpoint = mountpoint.clone();
-    let adapter = FuseAdapter::new(fs, cfg.threads)
+    let adapter = FuseAdapter::new(fs, threads)
         .after_init(move || raise_readahead(&ra_mountpoint, READAHEAD_KIB));
     let options = mount_options(&cfg.store, &cfg.options);
     let mut session = fuser::Session::new(adapter, &mountpoint, &options)
         .map_err(|e| Error::Invalid(format!("mount {}: {e}", mountpoint.display())))?;
-    log::info!(
-        "mounted {} at {}",
-        cfg.store.display(),
-        mountpoint.display()
-    );
+    log::info!("mounted {} at {}", cfg.store, mountpoint.display());
     if std::env::var_os(READY_ENV).is_some() {
         let mut out = std::io::stdout();
         let _ = writeln!(out, "ready").and_then(|_| out.flush());

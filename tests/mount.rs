@@ -11,90 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::fixtures::{arrays_of, check_store, is_unsupported, stores};
 use common::mount::{
     mounted, pread_full, run_python, test_python, umount, wait_until, Lcg, Mount, Unmount,
 };
 use common::{cat, copy_dir, sha256, zarrfs, Manifest, TempDir};
 use serde_json::Value;
-
-/// Arrays whose codecs zarrfs does not implement: their reads fail with EIO.
-const UNSUPPORTED: [(&str, &str); 2] = [
-    ("v3", "codecs/numcodecs_jenkins_lookup3"),
-    ("v2_zarr2", "categorize_object"),
-];
-
-fn is_unsupported(entry: &Value) -> bool {
-    UNSUPPORTED.contains(&(
-        entry["store"].as_str().unwrap_or(""),
-        entry["path"].as_str().unwrap_or(""),
-    ))
-}
-
-fn stores(m: &Manifest) -> Vec<String> {
-    m.doc["stores"]
-        .as_array()
-        .expect("stores")
-        .iter()
-        .map(|s| s["name"].as_str().unwrap_or("").to_string())
-        .collect()
-}
-
-fn arrays_of<'a>(m: &'a Manifest, store: &str) -> Vec<&'a Value> {
-    m.arrays().iter().filter(|a| a["store"] == store).collect()
-}
-
-/// Read every array of `store` through a mount with `args`; compare with `label`'s hash.
-fn check_store(
-    m: &Manifest,
-    store: &str,
-    args: &[&str],
-    label: &str,
-    vlen_label: &str,
-) -> Vec<String> {
-    let mount = Mount::new(&m.store_dir(store), args);
-    let mut failures = Vec::new();
-    for entry in arrays_of(m, store) {
-        let path = entry["path"].as_str().unwrap_or("");
-        let file = mount.array(m, store, path);
-        let result = std::fs::read(&file);
-        if is_unsupported(entry) {
-            match result {
-                Err(e) if e.raw_os_error() == Some(libc::EIO) => continue,
-                other => failures.push(format!(
-                    "{store}:{path}: expected EIO, got {:?}",
-                    other.map(|b| b.len())
-                )),
-            }
-            continue;
-        }
-        let want = if entry["vlen"] == true {
-            vlen_label
-        } else {
-            label
-        };
-        match result {
-            Ok(bytes) => {
-                if sha256(&bytes) != entry["sha256"][want] {
-                    failures.push(format!(
-                        "{store}:{path} {args:?}: bytes differ ({} bytes)",
-                        bytes.len()
-                    ));
-                }
-                let size = std::fs::metadata(&file)
-                    .map(|s| s.len())
-                    .unwrap_or(u64::MAX);
-                if size != bytes.len() as u64 {
-                    failures.push(format!(
-                        "{store}:{path}: stat size {size} but read {}",
-                        bytes.len()
-                    ));
-                }
-            }
-            Err(e) => failures.push(format!("{store}:{path} {args:?}: {e}")),
-        }
-    }
-    failures
-}
 
 #[test]
 fn every_fixture_array_reads_whole_in_c_and_f_order() {

@@ -58,9 +58,6 @@ impl FolderStore {
         }
     }
 
-    /// Open the regular file at `key`; `None` when nothing is there. Anything else at the
-    /// key (a directory, FIFO, socket or device) is an error, found without blocking: the
-    /// open never waits for a FIFO's writer or a device.
     /// The real paths of the folder at `prefix` and of every folder above it up to the root.
     fn ancestors(&self, prefix: &str) -> Vec<PathBuf> {
         let mut path = self.root.clone();
@@ -74,6 +71,9 @@ impl FolderStore {
         out
     }
 
+    /// Open the regular file at `key`; `None` when nothing is there. Anything else at the
+    /// key (a directory, FIFO, socket or device) is an error, found without blocking: the
+    /// open never waits for a FIFO's writer or a device.
     fn open_file(&self, key: &str) -> Result<Option<File>> {
         let path = self.resolve(key)?;
         let opened = std::fs::OpenOptions::new()

@@ -1,10 +1,27 @@
-//! Where bytes come from: a small read-only key/value store trait and its implementations.
+//! Where bytes come from: a small read-only key/value store trait and its backends (a
+//! local folder, object storage and HTTP, zip archives in either, memory for tests).
 
+#[cfg(feature = "remote")]
+mod backends;
+mod blob;
 mod folder;
 mod memory;
+mod open;
+mod options;
+#[cfg(feature = "remote")]
+mod remote;
+#[cfg(feature = "remote")]
+mod runtime;
+mod zip;
 
+pub use blob::{Blob, FileBlob};
 pub use folder::FolderStore;
 pub use memory::MemoryStore;
+pub use open::{open, short_name};
+pub use options::{is_secret_key, StoreConfig};
+#[cfg(feature = "remote")]
+pub use remote::RemoteStore;
+pub use zip::ZipStore;
 
 use crate::error::{Error, Result};
 
@@ -71,4 +88,9 @@ pub trait Store: Send + Sync {
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>>;
     /// The names directly below `prefix` ("" for the root): keys and sub-prefixes, sorted.
     fn list_dir(&self, prefix: &str) -> Result<Listing>;
+    /// How many requests are worth having in flight at once (readers and prefetch are
+    /// sized by it): a disk wants about one per core, a remote store many.
+    fn concurrency(&self) -> usize {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    }
 }

@@ -4,7 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod fixtures;
 pub mod mount;
+pub mod servers;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,0 +1,127 @@
+//! The `object_store` client for a URL's scheme: S3 (`s3://`), GCS (`gs://`), Azure
+//! (`az://`, `abfs://`) and plain HTTP(S), configured from the environment the
+//! ecosystem's way, the command line's store options, timeouts and retries.
+
+use std::sync::Arc;
+
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::http::HttpBuilder;
+use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
+use url::Url;
+
+use super::options::StoreConfig;
+use crate::error::{Error, Result};
+
+/// The URL schemes served by `object_store`.
+pub const SCHEMES: &[&str] = &[
+    "s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "http", "https",
+];
+
+fn bad_option(url: &Url, key: &str, e: impl std::fmt::Display) -> Error {
+    Error::Invalid(format!("{}: store option {key}: {e}", url.scheme()))
+}
+
+fn retry(cfg: &StoreConfig) -> RetryConfig {
+    RetryConfig {
+        max_retries: cfg.retries,
+        // Retries stop once this much time has gone by since the first attempt.
+        retry_timeout: cfg.timeout.saturating_mul(cfg.retries as u32 + 1),
+        backoff: BackoffConfig::default(),
+    }
+}
+
+fn client(cfg: &StoreConfig) -> ClientOptions {
+    ClientOptions::new()
+        .with_timeout(cfg.timeout)
+        .with_connect_timeout(cfg.timeout.min(std::time::Duration::from_secs(10)))
+}
+
+/// The client for `url` (its bucket or host; the path is the caller's prefix).
+pub fn build(url: &Url, cfg: &StoreConfig) -> Result<Arc<dyn ObjectStore>> {
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::Invalid(format!(
+            "{}://{}: credentials do not belong in the URL (they would show in `ps`); \
+             set them in the environment",
+            url.scheme(),
+            url.host_str().unwrap_or("")
+        )));
+    }
+    let store: Arc<dyn ObjectStore> = match url.scheme() {
+        "s3" | "s3a" => {
+            let mut b = AmazonS3Builder::from_env()
+                .with_url(url.as_str())
+                .with_client_options(client(cfg))
+                .with_retry(retry(cfg));
+            for (k, v) in &cfg.options {
+                let key: AmazonS3ConfigKey = k.parse().map_err(|e| bad_option(url, k, e))?;
+                b = b.with_config(key, v);
+            }
+            if cfg.anonymous {
+                b = b.with_skip_signature(true);
+            }
+            Arc::new(
+                b.build()
+                    .map_err(|e| Error::Invalid(format!("{url}: {e}")))?,
+            )
+        }
+        "gs" | "gcs" => {
+            let mut b = GoogleCloudStorageBuilder::from_env()
+                .with_url(url.as_str())
+                .with_client_options(client(cfg))
+                .with_retry(retry(cfg));
+            for (k, v) in &cfg.options {
+                let key: GoogleConfigKey = k.parse().map_err(|e| bad_option(url, k, e))?;
+                b = b.with_config(key, v);
+            }
+            if cfg.anonymous {
+                b = b.with_config(GoogleConfigKey::SkipSignature, "true");
+            }
+            Arc::new(
+                b.build()
+                    .map_err(|e| Error::Invalid(format!("{url}: {e}")))?,
+            )
+        }
+        "az" | "azure" | "abfs" | "abfss" => {
+            let mut b = MicrosoftAzureBuilder::from_env()
+                .with_url(url.as_str())
+                .with_client_options(client(cfg))
+                .with_retry(retry(cfg));
+            for (k, v) in &cfg.options {
+                let key: AzureConfigKey = k.parse().map_err(|e| bad_option(url, k, e))?;
+                b = b.with_config(key, v);
+            }
+            if cfg.anonymous {
+                b = b.with_skip_signature(true);
+            }
+            Arc::new(
+                b.build()
+                    .map_err(|e| Error::Invalid(format!("{url}: {e}")))?,
+            )
+        }
+        "http" | "https" => {
+            // An http:// URL asks for plain HTTP.
+            let mut options = client(cfg).with_allow_http(url.scheme() == "http");
+            for (k, v) in &cfg.options {
+                let key: ClientConfigKey = k.parse().map_err(|e| bad_option(url, k, e))?;
+                options = options.with_config(key, v);
+            }
+            let origin = url.origin().ascii_serialization();
+            Arc::new(
+                HttpBuilder::new()
+                    .with_url(origin)
+                    .with_client_options(options)
+                    .with_retry(retry(cfg))
+                    .build()
+                    .map_err(|e| Error::Invalid(format!("{url}: {e}")))?,
+            )
+        }
+        other => {
+            return Err(Error::Invalid(format!(
+                "{other}://: not a known store scheme"
+            )))
+        }
+    };
+    Ok(store)
+}

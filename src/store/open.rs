@@ -1,0 +1,153 @@
+//! From the STORE argument to a store: a local folder, a URL of an object store or web
+//! server, or a zip archive at either (a name ending in `.zip`, or `--zip`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::blob::{Blob, FileBlob};
+use super::options::StoreConfig;
+use super::zip::ZipStore;
+use super::{FolderStore, Store};
+use crate::error::Result;
+
+/// The scheme of `spec` when it is a URL (`file://` excepted: a local path).
+fn url_scheme(spec: &str) -> Option<String> {
+    let (scheme, _) = spec.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    (scheme != "file").then_some(scheme)
+}
+
+fn is_zip_name(name: &str) -> bool {
+    name.to_ascii_lowercase()
+        .trim_end_matches('/')
+        .ends_with(".zip")
+}
+
+/// Open the store named by `spec`.
+pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+    if let Some(scheme) = url_scheme(spec) {
+        return remote::open(spec, &scheme, cfg);
+    }
+    let path = Path::new(spec.strip_prefix("file://").unwrap_or(spec));
+    if cfg.zip || (is_zip_name(spec) && !path.is_dir()) {
+        let blob: Box<dyn Blob> = Box::new(FileBlob::open(path)?);
+        Ok(Arc::new(ZipStore::open(blob)?))
+    } else {
+        Ok(Arc::new(FolderStore::open(path)?))
+    }
+}
+
+#[cfg(feature = "remote")]
+mod remote {
+    use std::sync::Arc;
+
+    use url::Url;
+
+    use super::super::backends::SCHEMES;
+    use super::super::blob::Blob;
+    use super::super::options::StoreConfig;
+    use super::super::remote::{RemoteBlob, RemoteStore};
+    use super::super::zip::ZipStore;
+    use super::super::Store;
+    use super::is_zip_name;
+    use crate::error::{Error, Result};
+
+    /// Open the store at URL `spec`.
+    pub fn open(spec: &str, scheme: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+        if !SCHEMES.contains(&scheme) {
+            return Err(Error::Invalid(format!(
+                "{scheme}://: not a known store scheme (known: a local path, file, {})",
+                SCHEMES.join(", ")
+            )));
+        }
+        let mut url =
+            Url::parse(spec).map_err(|e| Error::Invalid(format!("{scheme}:// URL: {e}")))?;
+        if !(cfg.zip || is_zip_name(url.path())) {
+            return Ok(Arc::new(RemoteStore::connect(&url, cfg)?));
+        }
+        // The archive is one object: its folder is the store, its name the key.
+        let path = url.path().trim_end_matches('/').to_string();
+        let (folder, name) = path.rsplit_once('/').unwrap_or(("", path.as_str()));
+        let name = super::percent_decode(name);
+        url.set_path(&format!("{folder}/"));
+        url.set_query(None);
+        let store = Arc::new(RemoteStore::connect(&url, cfg)?);
+        let blob: Box<dyn Blob> = Box::new(RemoteBlob::open(store, &name)?);
+        Ok(Arc::new(ZipStore::open(blob)?))
+    }
+}
+
+#[cfg(not(feature = "remote"))]
+mod remote {
+    use std::sync::Arc;
+
+    use super::super::options::StoreConfig;
+    use super::super::Store;
+    use crate::error::{Error, Result};
+
+    pub fn open(_spec: &str, scheme: &str, _cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+        Err(Error::Invalid(format!(
+            "{scheme}://: this zarrfs was built without remote stores (feature `remote`)"
+        )))
+    }
+}
+
+/// A URL path segment, %-decoded.
+fn percent_decode(segment: &str) -> String {
+    #[cfg(feature = "remote")]
+    return percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned();
+    #[cfg(not(feature = "remote"))]
+    segment.to_string()
+}
+
+/// A short name for the store (a root array's file name): its last path part, without
+/// a `.zip` ending.
+pub fn short_name(spec: &str) -> String {
+    let trimmed = spec.trim_end_matches('/');
+    let last = trimmed.rsplit('/').next().unwrap_or(trimmed);
+    let name = if spec.contains("://") {
+        percent_decode(last)
+    } else {
+        Path::new(spec)
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+            .unwrap_or_else(|| last.to_string())
+    };
+    match name.len().checked_sub(4) {
+        Some(cut) if is_zip_name(&name) && cut > 0 => name[..cut].to_string(),
+        _ => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tells_urls_from_paths_and_names_stores() {
+        assert_eq!(url_scheme("/data/a.zarr"), None);
+        assert_eq!(url_scheme("file:///data/a.zarr"), None);
+        assert_eq!(url_scheme("S3://bucket/a"), Some("s3".into()));
+        assert!(is_zip_name("x/data.zarr.ZIP"));
+        assert!(!is_zip_name("x/data.zarr"));
+        assert_eq!(short_name("https://h/d/v3_root_array/"), "v3_root_array");
+        #[cfg(feature = "remote")]
+        assert_eq!(short_name("s3://b/x/my%20data.zarr.zip"), "my data.zarr");
+    }
+
+    #[cfg(feature = "remote")]
+    #[test]
+    fn refuses_unknown_schemes_and_credentials_in_urls() {
+        let cfg = StoreConfig::default();
+        let err = open("ftp://host/x", &cfg).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("ftp")));
+        let err = open("https://user:pw@example.org/data.zarr", &cfg)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("environment") && !err.contains("pw"), "{err}");
+    }
+}

@@ -1,0 +1,250 @@
+//! Test servers on loopback for the remote-store tests: s3s-fs (S3), nginx with WebDAV
+//! (HTTP with PROPFIND listing) or without (a server that cannot list), and the
+//! fault-injecting proxy of `scripts/fault_proxy.py`. Ports are picked free; every server
+//! is ended by its own PID on drop; its log is kept (and named) when the test fails.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::TempDir;
+
+/// Where `scripts/test.sh` installs s3s-fs (override: `$ZARRFS_S3S_FS`).
+pub fn s3s_fs_binary() -> PathBuf {
+    let path = std::env::var_os("ZARRFS_S3S_FS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/tools/bin/s3s-fs")
+        });
+    assert!(
+        path.is_file(),
+        "s3s-fs is missing at {}: run scripts/test.sh (it installs it)",
+        path.display()
+    );
+    path
+}
+
+/// A port of 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+fn wait_listening(port: u16, child: &mut Child, what: &str, log: &Path) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "{what} exited ({status}) before listening; log {}:\n{}",
+                log.display(),
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} is not listening on 127.0.0.1:{port} after 30 s");
+}
+
+/// A server process, ended (by its PID) when dropped.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    name: String,
+    dir: Option<TempDir>,
+}
+
+impl Server {
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's folder (config, logs).
+    pub fn dir(&self) -> &Path {
+        self.dir
+            .as_ref()
+            .map(TempDir::path)
+            .unwrap_or(Path::new("/"))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir().join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            if let Some(dir) = self.dir.take() {
+                let kept = dir.path().to_path_buf();
+                std::mem::forget(dir);
+                eprintln!("{}: logs kept in {}", self.name, kept.display());
+            }
+        }
+    }
+}
+
+fn spawn(mut command: Command, name: &str, port: u16, dir: TempDir) -> Server {
+    let log = dir.path().join("server.log");
+    let file = std::fs::File::create(&log).expect("server log");
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("log"))
+        .stderr(file)
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    wait_listening(port, &mut child, name, &log);
+    Server {
+        child,
+        port,
+        name: name.to_string(),
+        dir: Some(dir),
+    }
+}
+
+/// s3s-fs serving `root` (bucket = first-level folder) with `keys`, or anonymously.
+pub fn s3s_fs(root: &Path, keys: Option<(&str, &str)>) -> Server {
+    let dir = TempDir::new("s3s");
+    let port = free_port();
+    let mut command = Command::new(s3s_fs_binary());
+    command
+        .arg("--host")
+        .arg("127.0.0.1")
+        .arg("--port")
+        .arg(port.to_string());
+    if let Some((access, secret)) = keys {
+        command
+            .arg("--access-key")
+            .arg(access)
+            .arg("--secret-key")
+            .arg(secret);
+    }
+    command.arg(root);
+    spawn(command, "s3s-fs", port, dir)
+}
+
+/// nginx serving `root` over HTTP: with WebDAV PROPFIND listing when `dav`, else a
+/// server that answers GET/HEAD (ranges included) but cannot list.
+pub fn nginx(root: &Path, dav: bool) -> Server {
+    let dir = TempDir::new("nginx");
+    let port = free_port();
+    let d = dir.path().display();
+    let module = "/usr/lib/nginx/modules/ngx_http_dav_ext_module.so";
+    assert!(
+        !dav || Path::new(module).is_file(),
+        "{module} is missing: apt-get install libnginx-mod-http-dav-ext (scripts/test.sh does)"
+    );
+    let load = if dav {
+        format!("load_module {module};")
+    } else {
+        String::new()
+    };
+    let listing = if dav {
+        "dav_ext_methods PROPFIND OPTIONS;"
+    } else {
+        "limit_except GET HEAD { deny all; }"
+    };
+    let conf = format!(
+        "{load}\nuser root;\ndaemon off;\nmaster_process off;\nworker_processes 1;\n\
+         pid {d}/nginx.pid;\nerror_log {d}/server.log info;\nevents {{ worker_connections 1024; }}\n\
+         http {{\n access_log {d}/access.log;\n client_body_temp_path {d}/body;\n \
+         proxy_temp_path {d}/proxy;\n fastcgi_temp_path {d}/fastcgi;\n uwsgi_temp_path {d}/uwsgi;\n \
+         scgi_temp_path {d}/scgi;\n keepalive_requests 100000;\n \
+         server {{\n  listen 127.0.0.1:{port};\n  root {};\n  location / {{ {listing} }}\n }}\n}}\n",
+        root.display()
+    );
+    std::fs::write(dir.path().join("nginx.conf"), conf).expect("nginx.conf");
+    let nginx = Path::new("/usr/sbin/nginx");
+    assert!(
+        nginx.is_file(),
+        "nginx is missing: apt-get install nginx-light (scripts/test.sh does)"
+    );
+    let mut command = Command::new(nginx);
+    command
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(dir.path().join("nginx.conf"))
+        .arg("-e")
+        .arg(dir.path().join("server.log"));
+    spawn(command, "nginx", port, dir)
+}
+
+/// The fault-injecting proxy in front of `upstream`, and its control connection.
+pub struct Proxy {
+    pub server: Server,
+    control: std::sync::Mutex<(BufReader<TcpStream>, TcpStream)>,
+}
+
+impl Proxy {
+    pub fn start(upstream: u16, python: &str) -> Proxy {
+        let dir = TempDir::new("proxy");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/fault_proxy.py");
+        let log = dir.path().join("server.log");
+        let mut child = Command::new(python)
+            .arg(&script)
+            .arg(upstream.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).expect("proxy log"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", script.display()));
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("proxy stdout");
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let ports: Vec<u16> = line
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        let [port, control] = ports[..] else {
+            let _ = child.kill();
+            panic!(
+                "fault proxy did not report its ports ({line:?}): {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        };
+        let stream = TcpStream::connect(("127.0.0.1", control)).expect("proxy control");
+        let reader = BufReader::new(stream.try_clone().expect("clone control"));
+        Proxy {
+            server: Server {
+                child,
+                port,
+                name: "fault proxy".into(),
+                dir: Some(dir),
+            },
+            control: std::sync::Mutex::new((reader, stream)),
+        }
+    }
+
+    /// Send one control command; its reply.
+    pub fn command(&self, command: &str) -> String {
+        let mut guard = self.control.lock().expect("control lock");
+        let (reader, writer) = &mut *guard;
+        writeln!(writer, "{command}").expect("proxy control write");
+        let mut reply = String::new();
+        reader.read_line(&mut reply).expect("proxy control read");
+        assert!(reply.starts_with("ok"), "proxy: {command}: {reply}");
+        reply.trim().to_string()
+    }
+
+    /// Requests seen by method since the last reset.
+    pub fn requests(&self, method: &str) -> u64 {
+        let reply = self.command("stats");
+        reply
+            .split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .find(|(m, _)| *m == method)
+            .and_then(|(_, n)| n.parse().ok())
+            .unwrap_or(0)
+    }
+
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+}

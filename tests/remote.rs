@@ -1,0 +1,397 @@
+//! Remote stores end to end, mounted for real: the fixture stores served by s3s-fs (with
+//! access keys and anonymously) and by nginx (with WebDAV listing and without), zip
+//! archives of them read locally and over HTTP, faults injected by a proxy (stalls,
+//! dropped connections), and credentials kept out of everything the daemon shows.
+//! Every server is started here on loopback; a missing one fails the test.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Once;
+
+use common::fixtures::{
+    arrays_of, check_arrays, check_groups, is_unsupported, store_folder, stores,
+};
+use common::mount::{ForegroundMount, Mount};
+use common::servers::{nginx, s3s_fs, Proxy, Server};
+use common::{sha256, zarrfs, Manifest, TempDir};
+
+const ACCESS_KEY: &str = "zarrfsTESTACCESSKEY";
+const SECRET_KEY: &str = "zarrfs-test-secret-8f3a2c91d7";
+
+/// The credentials go where users put them: the environment.
+fn credentials_in_env() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        std::env::set_var("AWS_ACCESS_KEY_ID", ACCESS_KEY);
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET_KEY);
+        std::env::set_var("AWS_REGION", "us-east-1");
+    });
+}
+
+/// A folder of buckets for s3s-fs: `fixtures` is the fixture folder.
+fn bucket_root(m: &Manifest) -> TempDir {
+    let root = TempDir::new("buckets");
+    std::os::unix::fs::symlink(&m.dir, root.path().join("fixtures")).expect("symlink bucket");
+    root
+}
+
+fn s3_args(server: &Server) -> String {
+    format!("endpoint={},allow_http=true", server.url())
+}
+
+fn zips_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fixtures-zip");
+    assert!(
+        dir.join("stamp").is_file(),
+        "no zip fixtures at {}: run scripts/test.sh (scripts/make_zips.py)",
+        dir.display()
+    );
+    dir
+}
+
+fn report(failures: Vec<String>) {
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Mount `spec` for every store (`spec(folder)`), C and F order (F only when `both`),
+/// and check every array, and the groups when `groups`.
+fn check_all(
+    m: &Manifest,
+    spec: impl Fn(&str) -> String,
+    args: &[&str],
+    both: bool,
+    groups: bool,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    let orders: &[(&str, &str, &str)] = if both {
+        &[("C", "C_little", "C"), ("F", "F_little", "F")]
+    } else {
+        &[("C", "C_little", "C")]
+    };
+    for store in stores(m) {
+        let url = spec(&store_folder(m, &store));
+        for (order, label, vlen) in orders {
+            let mut all = vec!["--order", order];
+            all.extend_from_slice(args);
+            let mount = Mount::new(Path::new(&url), &all);
+            failures.extend(check_arrays(m, &store, &mount, label, vlen));
+            if groups && *order == "C" {
+                failures.extend(check_groups(m, &store, &mount));
+            }
+        }
+    }
+    failures
+}
+
+#[test]
+fn s3_with_access_keys_every_fixture_array_in_c_and_f_order() {
+    credentials_in_env();
+    let m = Manifest::load();
+    let root = bucket_root(&m);
+    let server = s3s_fs(root.path(), Some((ACCESS_KEY, SECRET_KEY)));
+    let options = s3_args(&server);
+    let failures = check_all(
+        &m,
+        |f| format!("s3://fixtures/{f}"),
+        &["-o", &options],
+        true,
+        true,
+    );
+    report(failures);
+}
+
+#[test]
+fn s3_anonymous_reads_a_public_bucket_and_signed_requests_need_keys() {
+    credentials_in_env();
+    let m = Manifest::load();
+    let root = bucket_root(&m);
+    let public = s3s_fs(root.path(), None);
+    let options = s3_args(&public);
+    let mount = Mount::new(
+        Path::new("s3://fixtures/v3"),
+        &["--anonymous", "-o", &options],
+    );
+    let mut failures = check_arrays(&m, "v3", &mount, "C_little", "C");
+    failures.extend(check_groups(&m, "v3", &mount));
+    report(failures);
+
+    // A server with keys refuses wrong ones: the mount fails up front, naming the store
+    // and never the secret.
+    let private = s3s_fs(root.path(), Some((ACCESS_KEY, SECRET_KEY)));
+    let out = Command::new(zarrfs())
+        .args(["inspect", "s3://fixtures/v3", "-o", &s3_args(&private)])
+        .env("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-123")
+        .output()
+        .expect("run zarrfs inspect");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a wrong secret was accepted");
+    assert!(stderr.contains("fixtures/v3"), "{stderr}");
+    assert!(!stderr.contains("wrong-secret-value-123"), "{stderr}");
+}
+
+#[test]
+fn http_with_listing_every_fixture_array_in_c_and_f_order() {
+    let m = Manifest::load();
+    let server = nginx(&m.dir, true);
+    let base = server.url();
+    let failures = check_all(&m, |f| format!("{base}/{f}"), &[], true, true);
+    report(failures);
+}
+
+#[test]
+fn http_without_listing_reads_consolidated_stores_and_named_arrays() {
+    let m = Manifest::load();
+    let server = nginx(&m.dir, false);
+    let base = server.url();
+    let mut failures = Vec::new();
+    for store in ["v2_consolidated", "v3_consolidated"] {
+        let url = format!("{base}/{}", store_folder(&m, store));
+        let mount = Mount::new(Path::new(&url), &[]);
+        failures.extend(check_arrays(&m, store, &mount, "C_little", "C"));
+        failures.extend(check_groups(&m, store, &mount));
+    }
+    // Without consolidated metadata, named arrays still read through `cat`.
+    let url = format!("{base}/{}", store_folder(&m, "v3"));
+    for entry in arrays_of(&m, "v3")
+        .iter()
+        .filter(|a| a["vlen"] == false && !is_unsupported(a))
+        .take(5)
+    {
+        let path = entry["path"].as_str().unwrap_or("");
+        let out = Command::new(zarrfs())
+            .args(["cat", &url, path])
+            .output()
+            .expect("cat");
+        if !out.status.success() || sha256(&out.stdout) != entry["sha256"]["C_little"] {
+            failures.push(format!(
+                "cat {url} {path}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    // ... and listing it says why it cannot.
+    let out = Command::new(zarrfs())
+        .args(["inspect", &url])
+        .output()
+        .expect("inspect");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !text.contains("cannot list") {
+        failures.push(format!("inspect of an unlistable store: {text}"));
+    }
+    report(failures);
+}
+
+#[test]
+fn zip_archives_local_and_over_http_read_every_fixture_array() {
+    let m = Manifest::load();
+    let zips = zips_dir();
+    let mut failures = Vec::new();
+    let local = |sub: &'static str| {
+        let zips = zips.clone();
+        move |f: &str| {
+            zips.join(sub)
+                .join(format!("{f}.zip"))
+                .display()
+                .to_string()
+        }
+    };
+    failures.extend(check_all(&m, local(""), &[], true, true));
+    failures.extend(check_all(&m, local("deflated"), &[], false, false));
+    failures.extend(check_all(&m, local("nested"), &[], false, true));
+    let server = nginx(&zips, false);
+    let base = server.url();
+    failures.extend(check_all(
+        &m,
+        |f| format!("{base}/{f}.zip"),
+        &[],
+        true,
+        true,
+    ));
+    report(failures);
+}
+
+/// Reads `file` in a thread; its result, or `None` if it is still blocked after `secs`.
+fn read_within(file: PathBuf, secs: u64) -> Option<std::io::Result<Vec<u8>>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::read(&file));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).ok()
+}
+
+#[test]
+fn stalls_fail_only_their_reads_drops_are_retried_and_recovery_needs_no_remount() {
+    let m = Manifest::load();
+    let server = nginx(&m.dir, true);
+    let proxy = Proxy::start(server.port, "python3");
+    let url = format!("{}/{}", proxy.url(), store_folder(&m, "v3"));
+    let mount = Mount::new(Path::new(&url), &["--timeout", "1", "--retries", "1"]);
+    let picks: Vec<_> = arrays_of(&m, "v3")
+        .into_iter()
+        .filter(|a| a["vlen"] == false && !is_unsupported(a))
+        .collect();
+    assert!(picks.len() >= 4, "v3 has too few arrays");
+    let expect = |i: usize, bytes: &[u8]| sha256(bytes) == picks[i]["sha256"]["C_little"];
+    let file = |i: usize| mount.array(&m, "v3", picks[i]["path"].as_str().unwrap_or(""));
+    // Before any fault: a read, and a listing of the array's group.
+    let first = std::fs::read(file(0)).expect("read before faults");
+    assert!(expect(0, &first), "bytes differ before faults");
+    let group = file(1).parent().map(Path::to_path_buf).expect("group");
+    let listed = std::fs::read_dir(&group).expect("list").count();
+
+    proxy.command("stall on");
+    match read_within(file(1), 60) {
+        Some(Err(e)) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "stalled read: {e}"),
+        Some(Ok(_)) => panic!("a read through a stalled server succeeded"),
+        None => panic!("a read through a stalled server was still blocked after 60 s"),
+    }
+    // Known nodes and cached data keep answering while the server is stalled.
+    assert_eq!(
+        std::fs::read_dir(&group)
+            .expect("list while stalled")
+            .count(),
+        listed
+    );
+    std::fs::metadata(file(2)).expect("stat while stalled");
+    let again = std::fs::read(file(0)).expect("cached read while stalled");
+    assert!(expect(0, &again), "cached bytes differ while stalled");
+    proxy.command("stall off");
+
+    // The server is back: the failed read succeeds without a remount.
+    let back = std::fs::read(file(1)).expect("read after the stall");
+    assert!(expect(1, &back), "bytes differ after the stall");
+
+    // Dropped connections are retried.
+    proxy.command("drop 1");
+    let dropped = std::fs::read(file(3)).expect("read with a dropped connection");
+    assert!(
+        expect(3, &dropped),
+        "bytes differ after a dropped connection"
+    );
+    // The failed read left one log line naming its key.
+    let failed = picks[1]["path"].as_str().unwrap_or("");
+    assert!(
+        mount.log().lines().any(|l| l.contains(failed)),
+        "no log line names {failed}: {}",
+        mount.log()
+    );
+}
+
+#[test]
+fn credentials_never_reach_logs_cmdline_xattrs_or_sidecars() {
+    credentials_in_env();
+    let m = Manifest::load();
+    let root = bucket_root(&m);
+    let server = s3s_fs(root.path(), Some((ACCESS_KEY, SECRET_KEY)));
+    let options = s3_args(&server);
+    let mount = ForegroundMount::new(Path::new("s3://fixtures/v3"), &["-o", &options]);
+    let mut seen = String::new();
+    for entry in arrays_of(&m, "v3").iter().take(10) {
+        let file = mount.path(entry["path"].as_str().unwrap_or(""));
+        let _ = std::fs::read(&file);
+        for name in xattr_names(&file) {
+            seen.push_str(&xattr_value(&file, &name));
+        }
+    }
+    let sidecar = mount.path(".group.json");
+    seen.push_str(&std::fs::read_to_string(sidecar).unwrap_or_default());
+    seen.push_str(&mount.log());
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", mount.pid())).expect("cmdline");
+    seen.push_str(&String::from_utf8_lossy(&cmdline));
+    assert!(seen.contains("fixtures/v3"), "nothing was seen: {seen}");
+    for secret in [ACCESS_KEY, SECRET_KEY] {
+        assert!(!seen.contains(secret), "{secret} appears in:\n{seen}");
+    }
+    // On the command line a credential is refused.
+    let out = Command::new(zarrfs())
+        .args([
+            "inspect",
+            "s3://fixtures/v3",
+            "-o",
+            "aws_secret_access_key=abc",
+        ])
+        .output()
+        .expect("inspect");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("environment"));
+}
+
+fn xattr_names(path: &Path) -> Vec<String> {
+    let out = Command::new("getfattr")
+        .arg("--absolute-names")
+        .arg("-d")
+        .arg("-m")
+        .arg("-")
+        .arg(path)
+        .output()
+        .expect("getfattr");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+fn xattr_value(path: &Path, name: &str) -> String {
+    let out = Command::new("getfattr")
+        .arg("--absolute-names")
+        .arg("--only-values")
+        .arg("-n")
+        .arg(name)
+        .arg(path)
+        .output()
+        .expect("getfattr");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn broken_zip_archives_fail_with_clear_errors_and_bad_entries_alone() {
+    let m = Manifest::load();
+    let hostile = zips_dir().join("hostile");
+    // Half an archive: no mount, a message naming the archive.
+    let truncated = hostile.join("truncated.zip");
+    let out = Command::new(zarrfs())
+        .arg("inspect")
+        .arg(&truncated)
+        .output()
+        .expect("inspect");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "truncated zip: {stderr}");
+    assert!(
+        stderr.contains("truncated.zip") && stderr.contains("zip"),
+        "{stderr}"
+    );
+
+    // Entries compressed with a method zarrfs does not read fail alone, with EIO and a
+    // log line that says which method; the metadata still lists.
+    let mount = Mount::new(&hostile.join("bzip2.zip"), &[]);
+    let mut failures = check_groups(&m, "v3", &mount);
+    let entry = arrays_of(&m, "v3")
+        .into_iter()
+        .find(|a| a["vlen"] == false && !is_unsupported(a))
+        .expect("a v3 array");
+    let path = entry["path"].as_str().unwrap_or("");
+    match std::fs::read(mount.array(&m, "v3", path)) {
+        Err(e) if e.raw_os_error() == Some(libc::EIO) => {}
+        other => failures.push(format!("bzip2 entry {path}: {:?}", other.map(|b| b.len()))),
+    }
+    if !mount.log().contains("stored or deflated") {
+        failures.push(format!("no log line names the zip method: {}", mount.log()));
+    }
+
+    // Entries named outside the archive's tree are left out; the store reads as usual.
+    let names = Mount::new(&hostile.join("names.zip"), &[]);
+    failures.extend(check_arrays(&m, "v3", &names, "C_little", "C"));
+    failures.extend(check_groups(&m, "v3", &names));
+    report(failures);
+}
