@@ -5,8 +5,9 @@
 
 Listens on a free port of 127.0.0.1 and forwards every connection to
 127.0.0.1:UPSTREAM_PORT. Prints one line, "PORT CONTROL_PORT", once both listen.
-Every HTTP request (a client chunk starting with a method) is counted by method and
-held for the added latency before it goes upstream. The control port takes one
+Every HTTP request (a client chunk starting with a method) is counted by method (and
+GETs of anything but a metadata document also as DATA) and held for the added latency
+before it goes upstream. The control port takes one
 command per line and answers "ok ..." :
 
     latency MS      add MS milliseconds to every request from now on
@@ -20,6 +21,7 @@ import asyncio
 import sys
 
 METHODS = (b"GET ", b"HEAD ", b"PUT ", b"POST ", b"PROPFIND ", b"DELETE ", b"OPTIONS ")
+METADATA = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
 
 
 class Proxy:
@@ -36,6 +38,10 @@ class Proxy:
             if chunk.startswith(m):
                 name = m.decode().strip()
                 self.counts[name] = self.counts.get(name, 0) + 1
+                target = chunk.split(b" ", 2)[1].decode(errors="replace") if b" " in chunk else ""
+                last = target.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+                if name == "GET" and last not in METADATA:
+                    self.counts["DATA"] = self.counts.get("DATA", 0) + 1
                 return True
         return False
 

@@ -63,6 +63,13 @@ struct StoreArgs {
     /// Requests to a remote store in flight at most.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
     max_requests: u16,
+    /// Keep fetched chunk bytes of a remote store in this folder, shared by every mount
+    /// of the store (entries keyed by URL, key and ETag).
+    #[arg(long, value_name = "DIR")]
+    disk_cache: Option<PathBuf>,
+    /// The disk cache's budget: bytes, or with a unit (20GiB); oldest entries go first.
+    #[arg(long, default_value = "10GiB", value_parser = zarrfs::mount::parse_size)]
+    disk_cache_size: usize,
 }
 
 fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
@@ -81,6 +88,10 @@ impl StoreArgs {
             timeout: Duration::from_secs_f64(self.timeout),
             retries: self.retries,
             max_requests: self.max_requests as usize,
+            disk_cache: self
+                .disk_cache
+                .clone()
+                .map(|dir| (dir, self.disk_cache_size as u64)),
             ..StoreConfig::default()
         };
         for o in options {

@@ -395,3 +395,93 @@ fn broken_zip_archives_fail_with_clear_errors_and_bad_entries_alone() {
     failures.extend(check_groups(&m, "v3", &names));
     report(failures);
 }
+
+#[test]
+fn disk_cache_serves_a_second_mount_without_data_gets_and_refetches_changed_objects() {
+    let m = Manifest::load();
+    // A copy of one store, so that an object can change under the server.
+    let served = TempDir::new("served");
+    let folder = store_folder(&m, "v3");
+    common::copy_dir(&m.store_dir("v3"), &served.path().join(&folder));
+    let server = nginx(served.path(), true);
+    let proxy = Proxy::start(server.port, "python3");
+    let cache = TempDir::new("diskcache");
+    let url = format!("{}/{folder}", proxy.url());
+    let cache_dir = cache.path().display().to_string();
+    let args = [
+        "--disk-cache",
+        cache_dir.as_str(),
+        "--disk-cache-size",
+        "1GiB",
+    ];
+    let arrays: Vec<_> = arrays_of(&m, "v3")
+        .into_iter()
+        .filter(|a| a["vlen"] == false && !is_unsupported(a))
+        .take(20)
+        .collect();
+    let read_all = |mount: &Mount| -> Vec<String> {
+        let mut failures = Vec::new();
+        for a in &arrays {
+            let path = a["path"].as_str().unwrap_or("");
+            match std::fs::read(mount.array(&m, "v3", path)) {
+                Ok(b) if sha256(&b) == a["sha256"]["C_little"] => {}
+                Ok(_) => failures.push(format!("{path}: bytes differ")),
+                Err(e) => failures.push(format!("{path}: {e}")),
+            }
+        }
+        failures
+    };
+    let first = Mount::new(Path::new(&url), &args);
+    let mut failures = read_all(&first);
+    drop(first);
+    let cold = proxy.requests("DATA");
+    assert!(cold > 0, "the first mount fetched no chunk");
+
+    proxy.command("reset");
+    let second = Mount::new(Path::new(&url), &args);
+    failures.extend(read_all(&second));
+    drop(second);
+    assert_eq!(
+        proxy.requests("DATA"),
+        0,
+        "chunk GETs with a warm disk cache"
+    );
+
+    // The objects of one array rewritten (same bytes, new ETag) are fetched again.
+    let path = arrays[0]["path"].as_str().unwrap_or("");
+    let store = served.path().join(&folder).join(path);
+    let objects = walk(&store);
+    // nginx's ETag is made of the modification time in seconds and the size.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    for object in &objects {
+        let bytes = std::fs::read(object).expect("read object");
+        std::fs::write(object, bytes).expect("rewrite object");
+    }
+    let rewritten = objects.len();
+    assert!(rewritten > 0, "no object under {}", store.display());
+    proxy.command("reset");
+    let third = Mount::new(Path::new(&url), &args);
+    failures.extend(read_all(&third));
+    assert!(
+        proxy.requests("DATA") > 0,
+        "a changed object was served from the disk cache"
+    );
+    report(failures);
+}
+
+/// The files under `dir` that are not metadata documents (chunk objects).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else if !matches!(
+            path.file_name().and_then(|n| n.to_str()),
+            Some("zarr.json" | ".zarray" | ".zattrs" | ".zgroup" | ".zmetadata")
+        ) {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -4,6 +4,7 @@
 #[cfg(feature = "remote")]
 mod backends;
 mod blob;
+mod disk_cache;
 mod folder;
 mod memory;
 mod open;
@@ -15,6 +16,7 @@ mod runtime;
 mod zip;
 
 pub use blob::{Blob, FileBlob};
+pub use disk_cache::DiskCache;
 pub use folder::FolderStore;
 pub use memory::MemoryStore;
 pub use open::{open, short_name};
@@ -93,4 +95,24 @@ pub trait Store: Send + Sync {
     fn concurrency(&self) -> usize {
         std::thread::available_parallelism().map_or(2, |n| n.get())
     }
+    /// What identifies the content at `key` now (a remote object's ETag), for caches
+    /// that outlive a mount; [`Version::Unknown`] when the store cannot tell.
+    fn version(&self, _key: &str) -> Result<Version> {
+        Ok(Version::Unknown)
+    }
+    /// The store's URL, for caches shared by mounts of the same store.
+    fn location(&self) -> Option<String> {
+        None
+    }
+}
+
+/// What [`Store::version`] knows about a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Version {
+    /// No value at the key.
+    Missing,
+    /// A tag that changes whenever the value does.
+    Tag(String),
+    /// The store cannot tell.
+    Unknown,
 }

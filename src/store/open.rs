@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::blob::{Blob, FileBlob};
+use super::disk_cache::DiskCache;
 use super::options::StoreConfig;
 use super::zip::ZipStore;
 use super::{FolderStore, Store};
@@ -23,8 +24,20 @@ fn is_zip_name(name: &str) -> bool {
         .ends_with(".zip")
 }
 
-/// Open the store named by `spec`.
+/// Open the store named by `spec`, behind the disk cache when one is configured (and the
+/// store is remote).
 pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+    let store = open_uncached(spec, cfg)?;
+    match &cfg.disk_cache {
+        Some((dir, budget)) => Ok(match DiskCache::new(store.clone(), dir, *budget)? {
+            Some(cache) => Arc::new(cache),
+            None => store,
+        }),
+        None => Ok(store),
+    }
+}
+
+fn open_uncached(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
     if let Some(scheme) = url_scheme(spec) {
         return remote::open(spec, &scheme, cfg);
     }

@@ -20,6 +20,8 @@ pub struct StoreConfig {
     pub retries: usize,
     /// Requests in flight at most.
     pub max_requests: usize,
+    /// A folder for a disk cache of fetched values (remote stores), and its budget.
+    pub disk_cache: Option<(std::path::PathBuf, u64)>,
 }
 
 impl Default for StoreConfig {
@@ -31,6 +33,7 @@ impl Default for StoreConfig {
             timeout: Duration::from_secs(30),
             retries: 3,
             max_requests: 32,
+            disk_cache: None,
         }
     }
 }

@@ -6,14 +6,14 @@
 use std::sync::Arc;
 
 use object_store::path::Path as ObjectPath;
-use object_store::{GetOptions, GetRange, ObjectStore};
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use tokio::sync::Semaphore;
 use url::Url;
 
 use super::blob::Blob;
 use super::options::{Secrets, StoreConfig};
 use super::runtime::block_on;
-use super::{ByteRange, Listing, Store, MAX_VALUE};
+use super::{ByteRange, Listing, Store, Version, MAX_VALUE};
 use crate::error::{Error, Result};
 
 /// A store under a URL prefix of an object store or web server.
@@ -108,6 +108,11 @@ impl RemoteStore {
 
     /// The size of `key`, `None` when it does not exist.
     pub fn size(&self, key: &str) -> Result<Option<u64>> {
+        Ok(self.head(key)?.map(|meta| meta.size))
+    }
+
+    /// The object's metadata (HEAD), `None` when it does not exist.
+    fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
         let path = self.path(key);
         block_on(async {
             let _permit = self
@@ -120,7 +125,7 @@ impl RemoteStore {
                 ..Default::default()
             };
             match self.inner.get_opts(&path, options).await {
-                Ok(got) => Ok(Some(got.meta.size)),
+                Ok(got) => Ok(Some(got.meta)),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
                 Err(e) => Err(self.error(key, e)),
             }
@@ -203,6 +208,25 @@ impl Store for RemoteStore {
 
     fn concurrency(&self) -> usize {
         self.max_requests
+    }
+
+    fn version(&self, key: &str) -> Result<Version> {
+        Ok(match self.head(key)? {
+            None => Version::Missing,
+            // Without an ETag, size and modification time stand for the content.
+            Some(meta) => Version::Tag(match meta.e_tag {
+                Some(tag) => format!("etag:{tag}"),
+                None => format!(
+                    "size:{}:{}",
+                    meta.size,
+                    meta.last_modified.timestamp_nanos_opt().unwrap_or(0)
+                ),
+            }),
+        })
+    }
+
+    fn location(&self) -> Option<String> {
+        Some(self.url.clone())
     }
 }
 

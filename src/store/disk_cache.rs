@@ -1,0 +1,298 @@
+//! An optional disk cache of fetched values, in front of a remote store and shared by
+//! every mount of it: entries live under `DIR/<hash of the store URL>/` and are named by a
+//! hash of the key, the range and the object's version (its ETag), so a changed object is
+//! never served stale. Writes go to a temporary file renamed into place (a crash leaves no
+//! half entry); a hit refreshes the entry's time; past the size budget the oldest entries
+//! go (LRU by modification time, across all stores in DIR).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use super::{ByteRange, Listing, Store, Version};
+use crate::error::{Error, Result};
+
+/// Versions remembered per process at most (the set starts over when full): a value read
+/// again in the same mount is not asked about again (the store is immutable while read).
+const MAX_KNOWN: usize = 1 << 20;
+/// Eviction brings the cache down to this fraction of its budget (in percent).
+const LOW_WATER: u64 = 90;
+
+/// A store whose fetched values are kept on disk.
+pub struct DiskCache {
+    inner: Arc<dyn Store>,
+    dir: PathBuf,
+    root: PathBuf,
+    budget: u64,
+    /// Bytes in the whole cache folder, as last counted plus what this process added.
+    used: AtomicU64,
+    known: Mutex<HashMap<String, Version>>,
+    evicting: Mutex<()>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn io(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        key: path.display().to_string(),
+        source,
+    }
+}
+
+/// Every entry file under `root` with its size and modification time.
+fn entries(root: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
+    let mut out = Vec::new();
+    let Ok(stores) = std::fs::read_dir(root) else {
+        return out;
+    };
+    for store in stores.flatten() {
+        let Ok(files) = std::fs::read_dir(store.path()) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let Ok(meta) = file.metadata() else { continue };
+            if meta.is_file() && !file.file_name().to_string_lossy().starts_with(".tmp") {
+                let time = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                out.push((file.path(), meta.len(), time));
+            }
+        }
+    }
+    out
+}
+
+impl DiskCache {
+    /// Cache `inner` in `root` (created), with at most `budget` bytes in the folder.
+    /// `None` when the store has no URL to share entries by (a local store needs none).
+    pub fn new(inner: Arc<dyn Store>, root: &Path, budget: u64) -> Result<Option<DiskCache>> {
+        let Some(location) = inner.location() else {
+            return Ok(None);
+        };
+        let dir = root.join(hex(&Sha256::digest(location.as_bytes())[..16]));
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let used = entries(root).iter().map(|e| e.1).sum();
+        Ok(Some(DiskCache {
+            inner,
+            dir,
+            root: root.to_path_buf(),
+            budget,
+            used: AtomicU64::new(used),
+            known: Mutex::new(HashMap::new()),
+            evicting: Mutex::new(()),
+        }))
+    }
+
+    fn version(&self, key: &str) -> Result<Version> {
+        if let Some(v) = self.known.lock().get(key) {
+            return Ok(v.clone());
+        }
+        let v = self.inner.version(key)?;
+        let mut known = self.known.lock();
+        if known.len() >= MAX_KNOWN {
+            known.clear();
+        }
+        known.insert(key.to_string(), v.clone());
+        Ok(v)
+    }
+
+    fn entry_path(&self, key: &str, range: Option<ByteRange>, tag: &str) -> PathBuf {
+        let mut h = Sha256::new();
+        h.update(key.as_bytes());
+        h.update([0]);
+        h.update(format!("{range:?}").as_bytes());
+        h.update([0]);
+        h.update(tag.as_bytes());
+        self.dir.join(hex(&h.finalize()[..20]))
+    }
+
+    /// The cached value, refreshed as recently used.
+    fn hit(path: &Path) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(path).ok()?;
+        if let Ok(f) = File::options().write(true).open(path) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+        Some(bytes)
+    }
+
+    /// Keep `bytes` at `path`: a temporary file renamed into place. Failures only cost
+    /// the entry (a full disk must not fail the read).
+    fn keep(&self, path: &Path, bytes: &[u8]) {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let tmp = self.dir.join(format!(
+            ".tmp-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = File::create(&tmp)
+            .and_then(|mut f| f.write_all(bytes))
+            .and_then(|_| std::fs::rename(&tmp, path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            log::warn!("disk cache {}: {e}", path.display());
+            return;
+        }
+        let used = self.used.fetch_add(bytes.len() as u64, Ordering::Relaxed) + bytes.len() as u64;
+        if used > self.budget {
+            self.evict();
+        }
+    }
+
+    /// Remove the oldest entries until the folder is under its low-water mark.
+    fn evict(&self) {
+        let Some(_one) = self.evicting.try_lock() else {
+            return;
+        };
+        let mut all = entries(&self.root);
+        all.sort_by_key(|e| e.2);
+        let mut used: u64 = all.iter().map(|e| e.1).sum();
+        let target = self.budget / 100 * LOW_WATER;
+        for (path, size, _) in all {
+            if used <= target {
+                break;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                used = used.saturating_sub(size);
+            }
+        }
+        self.used.store(used, Ordering::Relaxed);
+    }
+
+    fn cached(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Vec<u8>>> {
+        let fetch = || match range {
+            None => self.inner.get(key),
+            Some(r) => self.inner.get_range(key, r),
+        };
+        let tag = match self.version(key)? {
+            Version::Missing => return Ok(None),
+            Version::Unknown => return fetch(),
+            Version::Tag(tag) => tag,
+        };
+        let path = self.entry_path(key, range, &tag);
+        if let Some(bytes) = Self::hit(&path) {
+            return Ok(Some(bytes));
+        }
+        let got = fetch()?;
+        if let Some(bytes) = &got {
+            self.keep(&path, bytes);
+        }
+        Ok(got)
+    }
+}
+
+impl Store for DiskCache {
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.cached(key, None)
+    }
+
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        self.cached(key, Some(range))
+    }
+
+    fn list_dir(&self, prefix: &str) -> Result<Listing> {
+        self.inner.list_dir(prefix)
+    }
+
+    fn concurrency(&self) -> usize {
+        self.inner.concurrency()
+    }
+
+    fn version(&self, key: &str) -> Result<Version> {
+        DiskCache::version(self, key)
+    }
+
+    fn location(&self) -> Option<String> {
+        self.inner.location()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A memory store with a URL, versions that the test sets, and a count of fetches.
+    struct Versioned {
+        inner: MemoryStore,
+        tag: Mutex<String>,
+        fetches: AtomicUsize,
+    }
+
+    impl Store for Versioned {
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+            self.fetches.fetch_add(1, Ordering::Relaxed);
+            self.inner.get(key)
+        }
+        fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+            self.fetches.fetch_add(1, Ordering::Relaxed);
+            self.inner.get_range(key, range)
+        }
+        fn list_dir(&self, prefix: &str) -> Result<Listing> {
+            self.inner.list_dir(prefix)
+        }
+        fn version(&self, key: &str) -> Result<Version> {
+            Ok(match self.inner.get(key)? {
+                None => Version::Missing,
+                Some(_) => Version::Tag(self.tag.lock().clone()),
+            })
+        }
+        fn location(&self) -> Option<String> {
+            Some("mem://test".into())
+        }
+    }
+
+    #[test]
+    fn serves_again_from_disk_refetches_changed_objects_and_evicts() {
+        let root = std::env::temp_dir().join(format!("zarrfs-diskcache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let mut mem = MemoryStore::new();
+        mem.insert("a/c/0", vec![7u8; 1000]);
+        mem.insert("a/c/1", vec![8u8; 1000]);
+        let store = Arc::new(Versioned {
+            inner: mem,
+            tag: Mutex::new("v1".into()),
+            fetches: AtomicUsize::new(0),
+        });
+        let fetches = || store.fetches.load(Ordering::Relaxed);
+        let open = || {
+            DiskCache::new(store.clone(), &root, 1 << 20)
+                .unwrap()
+                .unwrap()
+        };
+        let first = open();
+        assert_eq!(first.get("a/c/0").unwrap().unwrap(), vec![7u8; 1000]);
+        assert_eq!(first.get("a/missing").unwrap(), None);
+        let range = ByteRange::Span { offset: 10, len: 5 };
+        assert_eq!(
+            first.get_range("a/c/1", range).unwrap().unwrap(),
+            vec![8u8; 5]
+        );
+        assert_eq!(fetches(), 2);
+        // A second cache over the same store (another mount): no fetch.
+        let second = open();
+        assert_eq!(second.get("a/c/0").unwrap().unwrap(), vec![7u8; 1000]);
+        assert_eq!(
+            second.get_range("a/c/1", range).unwrap().unwrap(),
+            vec![8u8; 5]
+        );
+        assert_eq!(fetches(), 2);
+        // A new version is fetched again.
+        *store.tag.lock() = "v2".into();
+        let third = open();
+        assert_eq!(third.get("a/c/0").unwrap().unwrap(), vec![7u8; 1000]);
+        assert_eq!(fetches(), 3);
+        // Over budget, the oldest entries go.
+        let small = DiskCache::new(store.clone(), &root, 1500).unwrap().unwrap();
+        small.get("a/c/1").unwrap();
+        assert!(entries(&root).iter().map(|e| e.1).sum::<u64>() <= 1500);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
