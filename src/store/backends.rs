@@ -38,6 +38,34 @@ fn client(cfg: &StoreConfig) -> ClientOptions {
         .with_connect_timeout(cfg.timeout.min(std::time::Duration::from_secs(10)))
 }
 
+/// The store options, with `skip_signature` for `--anonymous` (unsigned requests).
+fn options(cfg: &StoreConfig) -> Vec<(String, String)> {
+    let mut options = cfg.options.clone();
+    if cfg.anonymous {
+        options.push(("skip_signature".into(), "true".into()));
+    }
+    options
+}
+
+/// A cloud client: its builder from the environment, then the URL, timeouts, retries and
+/// the store options, each parsed as one of the backend's configuration keys.
+macro_rules! cloud {
+    ($builder:ty, $key:ty, $url:expr, $cfg:expr) => {{
+        let mut b = <$builder>::from_env()
+            .with_url($url.as_str())
+            .with_client_options(client($cfg))
+            .with_retry(retry($cfg));
+        for (k, v) in options($cfg) {
+            let key: $key = k.parse().map_err(|e| bad_option($url, &k, e))?;
+            b = b.with_config(key, v);
+        }
+        Arc::new(
+            b.build()
+                .map_err(|e| Error::Invalid(format!("{}: {e}", $url)))?,
+        ) as Arc<dyn ObjectStore>
+    }};
+}
+
 /// The client for `url` (its bucket or host; the path is the caller's prefix).
 pub fn build(url: &Url, cfg: &StoreConfig) -> Result<Arc<dyn ObjectStore>> {
     if !url.username().is_empty() || url.password().is_some() {
@@ -49,56 +77,10 @@ pub fn build(url: &Url, cfg: &StoreConfig) -> Result<Arc<dyn ObjectStore>> {
         )));
     }
     let store: Arc<dyn ObjectStore> = match url.scheme() {
-        "s3" | "s3a" => {
-            let mut b = AmazonS3Builder::from_env()
-                .with_url(url.as_str())
-                .with_client_options(client(cfg))
-                .with_retry(retry(cfg));
-            for (k, v) in &cfg.options {
-                let key: AmazonS3ConfigKey = k.parse().map_err(|e| bad_option(url, k, e))?;
-                b = b.with_config(key, v);
-            }
-            if cfg.anonymous {
-                b = b.with_skip_signature(true);
-            }
-            Arc::new(
-                b.build()
-                    .map_err(|e| Error::Invalid(format!("{url}: {e}")))?,
-            )
-        }
-        "gs" | "gcs" => {
-            let mut b = GoogleCloudStorageBuilder::from_env()
-                .with_url(url.as_str())
-                .with_client_options(client(cfg))
-                .with_retry(retry(cfg));
-            for (k, v) in &cfg.options {
-                let key: GoogleConfigKey = k.parse().map_err(|e| bad_option(url, k, e))?;
-                b = b.with_config(key, v);
-            }
-            if cfg.anonymous {
-                b = b.with_config(GoogleConfigKey::SkipSignature, "true");
-            }
-            Arc::new(
-                b.build()
-                    .map_err(|e| Error::Invalid(format!("{url}: {e}")))?,
-            )
-        }
+        "s3" | "s3a" => cloud!(AmazonS3Builder, AmazonS3ConfigKey, url, cfg),
+        "gs" | "gcs" => cloud!(GoogleCloudStorageBuilder, GoogleConfigKey, url, cfg),
         "az" | "azure" | "abfs" | "abfss" => {
-            let mut b = MicrosoftAzureBuilder::from_env()
-                .with_url(url.as_str())
-                .with_client_options(client(cfg))
-                .with_retry(retry(cfg));
-            for (k, v) in &cfg.options {
-                let key: AzureConfigKey = k.parse().map_err(|e| bad_option(url, k, e))?;
-                b = b.with_config(key, v);
-            }
-            if cfg.anonymous {
-                b = b.with_skip_signature(true);
-            }
-            Arc::new(
-                b.build()
-                    .map_err(|e| Error::Invalid(format!("{url}: {e}")))?,
-            )
+            cloud!(MicrosoftAzureBuilder, AzureConfigKey, url, cfg)
         }
         "http" | "https" => {
             // An http:// URL asks for plain HTTP.
@@ -124,4 +106,39 @@ pub fn build(url: &Url, cfg: &StoreConfig) -> Result<Arc<dyn ObjectStore>> {
         }
     };
     Ok(store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_and_store_options_reach_every_backend() {
+        let s3 = StoreConfig {
+            anonymous: true,
+            options: vec![("endpoint".into(), "http://127.0.0.1:9".into())],
+            ..StoreConfig::default()
+        };
+        let gs = StoreConfig {
+            anonymous: true,
+            ..StoreConfig::default()
+        };
+        for (url, cfg) in [("s3://bucket/a.zarr", &s3), ("gs://bucket/a.zarr", &gs)] {
+            let url = Url::parse(url).unwrap();
+            if let Err(e) = build(&url, cfg) {
+                panic!("{url}: {e}");
+            }
+        }
+        assert!("skip_signature".parse::<AzureConfigKey>().is_ok());
+        let bad = StoreConfig {
+            options: vec![("no_such_option".into(), "1".into())],
+            ..StoreConfig::default()
+        };
+        let url = Url::parse("s3://bucket/a.zarr").unwrap();
+        let err = build(&url, &bad)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("no_such_option"), "{err}");
+    }
 }

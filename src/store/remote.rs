@@ -72,6 +72,14 @@ impl RemoteStore {
             .fold(self.prefix.clone(), |path, part| path.join(part))
     }
 
+    /// A place among the requests in flight.
+    async fn permit(&self, key: &str) -> Result<tokio::sync::SemaphorePermit<'_>> {
+        self.limit
+            .acquire()
+            .await
+            .map_err(|e| failure(key, e.to_string()))
+    }
+
     fn error(&self, key: &str, e: object_store::Error) -> Error {
         failure(&self.key_url(key), self.secrets.scrub(&e.to_string()))
     }
@@ -80,11 +88,7 @@ impl RemoteStore {
     fn fetch(&self, key: &str, range: Option<GetRange>) -> Result<Option<Vec<u8>>> {
         let path = self.path(key);
         block_on(async {
-            let _permit = self
-                .limit
-                .acquire()
-                .await
-                .map_err(|e| failure(key, e.to_string()))?;
+            let _permit = self.permit(key).await?;
             let options = GetOptions {
                 range: range.clone(),
                 ..Default::default()
@@ -115,11 +119,7 @@ impl RemoteStore {
     fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
         let path = self.path(key);
         block_on(async {
-            let _permit = self
-                .limit
-                .acquire()
-                .await
-                .map_err(|e| failure(key, e.to_string()))?;
+            let _permit = self.permit(key).await?;
             let options = GetOptions {
                 head: true,
                 ..Default::default()
@@ -167,11 +167,7 @@ impl Store for RemoteStore {
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
         let path = self.path(prefix);
         let listed = block_on(async {
-            let _permit = self
-                .limit
-                .acquire()
-                .await
-                .map_err(|e| failure(prefix, e.to_string()))?;
+            let _permit = self.permit(prefix).await?;
             self.inner
                 .list_with_delimiter(Some(&path))
                 .await
