@@ -13,6 +13,7 @@ use crate::codec::sharding::EMPTY;
 use crate::codec::{ChunkData, ChunkRepr, CodecChain};
 use crate::error::{Error, Result};
 use crate::metadata::ArrayMetadata;
+use crate::shard_spans::ShardSpans;
 use crate::store::{ByteRange, Store};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -31,6 +32,8 @@ pub struct Array {
     unit_shape: Vec<u64>,
     unit_repr: ChunkRepr,
     shard_indexes: Mutex<LruCache<String, Option<ShardIndex>>>,
+    /// Runs of inner chunks fetched together (stores that want large requests).
+    spans: ShardSpans,
     /// Bytes fetched from the store so far (for benchmarks and tests).
     fetched: AtomicU64,
 }
@@ -70,6 +73,7 @@ impl Array {
             unit_shape,
             unit_repr,
             shard_indexes: Mutex::new(LruCache::new(capacity)),
+            spans: ShardSpans::default(),
             fetched: AtomicU64::new(0),
         })
     }
@@ -166,16 +170,20 @@ impl Array {
                         return Err(Error::corrupt(&key, "inner chunk larger than possible"));
                     }
                 }
-                let bytes = self
-                    .fetch(
-                        &key,
-                        Some(ByteRange::Span {
-                            offset,
-                            len: nbytes,
-                        }),
-                    )?
-                    .filter(|b| b.len() as u64 == nbytes)
-                    .ok_or_else(|| Error::corrupt(&key, "inner chunk lies outside the shard"))?;
+                let span = |offset, len| {
+                    self.fetch(&key, Some(ByteRange::Span { offset, len }))?
+                        .filter(|b| b.len() as u64 == len)
+                        .ok_or_else(|| Error::corrupt(&key, "inner chunk lies outside the shard"))
+                };
+                let request = self.store.request_bytes();
+                let coalesced = match request {
+                    0 => None,
+                    _ => self.spans.read(&key, &index, inner, request, span)?,
+                };
+                let bytes = match coalesced {
+                    Some(bytes) => bytes,
+                    None => span(offset, nbytes)?,
+                };
                 shard.inner.decode(bytes).map_err(|e| e.at_key(&key))
             }
         }

@@ -16,6 +16,7 @@ pub mod mount;
 pub mod pool;
 pub mod prefetch;
 pub mod region;
+pub mod shard_spans;
 pub mod store;
 pub mod view;
 

@@ -204,6 +204,10 @@ impl Store for DiskCache {
         self.inner.concurrency()
     }
 
+    fn request_bytes(&self) -> u64 {
+        self.inner.request_bytes()
+    }
+
     fn version(&self, key: &str) -> Result<Version> {
         DiskCache::version(self, key)
     }

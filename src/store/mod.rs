@@ -95,6 +95,11 @@ pub trait Store: Send + Sync {
     fn concurrency(&self) -> usize {
         std::thread::available_parallelism().map_or(2, |n| n.get())
     }
+    /// Bytes worth fetching in one request: neighbouring inner chunks of a shard are read
+    /// together up to this size. 0 (a local store): each is read alone.
+    fn request_bytes(&self) -> u64 {
+        0
+    }
     /// What identifies the content at `key` now (a remote object's ETag), for caches
     /// that outlive a mount; [`Version::Unknown`] when the store cannot tell.
     fn version(&self, _key: &str) -> Result<Version> {

@@ -16,6 +16,9 @@ use super::runtime::block_on;
 use super::{ByteRange, Listing, Store, Version, MAX_VALUE};
 use crate::error::{Error, Result};
 
+/// Bytes worth one request: a round trip costs about as much time as this many bytes.
+const REQUEST_BYTES: u64 = 8 << 20;
+
 /// A store under a URL prefix of an object store or web server.
 pub struct RemoteStore {
     inner: Arc<dyn ObjectStore>,
@@ -204,6 +207,10 @@ impl Store for RemoteStore {
 
     fn concurrency(&self) -> usize {
         self.max_requests
+    }
+
+    fn request_bytes(&self) -> u64 {
+        REQUEST_BYTES
     }
 
     fn version(&self, key: &str) -> Result<Version> {
