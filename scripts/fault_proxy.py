@@ -6,7 +6,7 @@
 Listens on a free port of 127.0.0.1 and forwards every connection to
 127.0.0.1:UPSTREAM_PORT. Prints one line, "PORT CONTROL_PORT", once both listen.
 Every HTTP request (a client chunk starting with a method) is counted by method (and
-GETs of anything but a metadata document also as DATA) and held for the added latency
+GETs of anything but a metadata document also as DATA, listings, S3 or WebDAV, as LIST) and held for the added latency
 before it goes upstream. The control port takes one
 command per line and answers "ok ..." :
 
@@ -40,7 +40,10 @@ class Proxy:
                 self.counts[name] = self.counts.get(name, 0) + 1
                 target = chunk.split(b" ", 2)[1].decode(errors="replace") if b" " in chunk else ""
                 last = target.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
-                if name == "GET" and last not in METADATA:
+                query = target.split("?", 1)[1] if "?" in target else ""
+                if name == "PROPFIND" or "list-type=" in query or "delimiter=" in query:
+                    self.counts["LIST"] = self.counts.get("LIST", 0) + 1
+                elif name == "GET" and last not in METADATA:
                     self.counts["DATA"] = self.counts.get("DATA", 0) + 1
                 return True
         return False

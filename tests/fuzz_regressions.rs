@@ -241,3 +241,40 @@ fn categorize_labels_cost_what_the_metadata_spells_not_the_declared_width() {
     let expected = [text("a"), text("bc"), text(""), text("a")].concat();
     assert_eq!(data, ChunkData::Fixed(expected));
 }
+
+#[test]
+fn stat_of_a_text_array_of_billions_of_missing_chunks_fails_at_once() {
+    // Found as a hang of the metadata target: `lookup` of a vlen-utf8 array of shape
+    // (55555555555555, 6) in chunks of (2, 4), none stored, rendered fill lines chunk by
+    // chunk until the text limit, minutes later.
+    use std::sync::Arc;
+    use zarrfs::fs::{FsOptions, ZarrFs, ROOT};
+    use zarrfs::hierarchy::Hierarchy;
+    use zarrfs::store::MemoryStore;
+
+    let mut store = MemoryStore::new();
+    store.insert(".zgroup", br#"{"zarr_format": 2}"#.to_vec());
+    let zarray = json!({
+        "chunks": [2, 4], "compressor": null, "dtype": "|O", "fill_value": null,
+        "filters": [{"id": "vlen-utf8"}], "order": "C", "shape": [55555555555555u64, 6],
+        "zarr_format": 2
+    });
+    store.insert("big/.zarray", zarray.to_string().into_bytes());
+    let h = Hierarchy::open(Arc::new(store)).expect("open");
+    let options = FsOptions {
+        layout: zarrfs::view::Layout::default(),
+        cache_bytes: 1 << 20,
+        prefetch_threads: 1,
+    };
+    let fs = ZarrFs::new(h, options, "store.zarr");
+    let started = std::time::Instant::now();
+    // The node is listed (a file whose reads fail), as every node that cannot be shown.
+    let attr = fs.lookup(ROOT, "big").expect("lookup");
+    let err = fs
+        .open(attr.ino)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("text view"), "open: {err:?}");
+    println!("failed in {:?}", started.elapsed());
+}

@@ -17,6 +17,9 @@ use crate::{Error, Result};
 /// The largest text a variable-length array's file may be: it is held whole in memory.
 const MAX_TEXT: usize = 256 << 20;
 
+/// The most read units a variable-length array's text view is made of.
+const MAX_TEXT_UNITS: u64 = 1 << 20;
+
 /// A text buffer that refuses to grow past [`MAX_TEXT`].
 struct BoundedText(Vec<u8>);
 
@@ -74,6 +77,33 @@ pub fn array_file(
     let meta = array_meta(h, path)?;
     let array = Arc::new(Array::open(meta, h.store().clone())?);
     if array.meta.dtype.is_var() {
+        // Checked before any chunk is read: every element is a line of at least 3 bytes,
+        // and every read unit costs a lookup, so a shape of billions of tiny (missing)
+        // chunks fails at once instead of spinning through them on `stat`.
+        let elements = array
+            .meta
+            .shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d));
+        let units = array
+            .unit_grid()
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d));
+        match (elements, units) {
+            (Some(e), Some(u)) if e <= (MAX_TEXT / 3) as u64 && u <= MAX_TEXT_UNITS => {}
+            _ => {
+                return Err(Error::unsupported(
+                    &array.meta.meta_key,
+                    format!(
+                        "text view of shape {:?} in chunks of {:?}: more than {} MiB or {} chunks",
+                        array.meta.shape,
+                        array.unit_shape(),
+                        MAX_TEXT >> 20,
+                        MAX_TEXT_UNITS
+                    ),
+                ))
+            }
+        }
         let mut text = BoundedText(Vec::new());
         write_var_lines(&array, cache, layout.order, &mut text).map_err(|e| match e {
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::FileTooLarge => {
