@@ -12,9 +12,10 @@
 # can be done in pieces; each run's time and exec count are appended to
 # target/fuzz-runs/TARGET.log.
 #
-# New crashing inputs are kept in target/fuzz-crashes/TARGET; every run checks all of
-# them against the current build and drops those that no longer crash. Exits 1 while any
-# crash remains, printing how to reproduce it.
+# New crashing inputs are kept in target/fuzz-crashes/TARGET, and hangs in
+# target/fuzz-hangs/TARGET; every run checks all of them against the current build and
+# drops those that no longer crash or that end within 20 s. Exits 1 while any remains,
+# printing how to reproduce it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -134,9 +135,26 @@ for t in "${targets[@]}"; do
             open=$((open + 1))
         fi
     done
+    # Hangs (over afl-fuzz's 2 s) that still run past 20 s on this build are failures too:
+    # a request that never ends takes a worker from the mount.
+    hang_dir="target/fuzz-hangs/$t"
+    mkdir -p "$hang_dir"
+    for f in "$out_dir"/default/hangs/id:*; do
+        [ -e "$f" ] || continue
+        cp "$f" "$hang_dir/$(sha1sum <"$f" | cut -c1-16)"
+    done
+    for f in "$hang_dir"/*; do
+        [ -e "$f" ] || continue
+        if timeout 20 "$bin/$t" <"$f" >/dev/null 2>&1 || [ $? -ne 124 ]; then
+            rm -f "$f"
+        else
+            echo "fuzz.sh: $f still runs past 20 s" >&2
+            open=$((open + 1))
+        fi
+    done
     echo "$(date -u +%FT%TZ) run_time $run_time execs $execs" >>"target/fuzz-runs/$t.log"
     total=$(awk '{ t += $3; e += $5 } END { printf "%ds, %d execs", t, e }' "target/fuzz-runs/$t.log")
-    summary+=("$(printf '%-12s %10s execs in %5ss (all runs: %s)  corpus %-6s hangs %-3s crashes %s' \
+    summary+=("$(printf '%-12s %10s execs in %5ss (all runs: %s)  corpus %-6s hangs %-3s open crashes+hangs %s' \
         "$t" "$execs" "$run_time" "$total" "$corpus" "$hangs" "$open")")
     [ "$open" -eq 0 ] || status=1
 done
@@ -144,7 +162,8 @@ done
 echo "fuzz.sh: results"
 printf '  %s\n' "${summary[@]}"
 if [ "$status" -ne 0 ]; then
-    echo "fuzz.sh: crashes found; inputs in target/fuzz-crashes/<target>/. Reproduce with" >&2
+    echo "fuzz.sh: crashes or hangs found; inputs in target/fuzz-crashes/<target>/ and" >&2
+    echo "target/fuzz-hangs/<target>/. Reproduce with" >&2
     echo "  $bin/<target> < target/fuzz-crashes/<target>/<file>" >&2
     echo "and minimize with (PATH=$tools/bin:\$PATH XDG_DATA_HOME=$tools/afl-data)" >&2
     echo "  cargo afl tmin -i <file> -o <file>.min -- $bin/<target>" >&2
