@@ -23,6 +23,8 @@
 #           user.zarrfs.bytes_fetched; "n/a" when the mount has none)
 #        g  `ls -lR` and `find -type f | wc -l` on the mounted 10k hierarchy against
 #           `find` on the store folder
+#        r  remote: the arrays served by s3s-fs behind a proxy adding 20 ms per
+#           request (scripts/bench_remote.sh; BENCH_REMOTE=0 skips it)
 #   5. scripts/bench_report.py prints the table with the acceptance ratios (PASS/FAIL)
 #      and writes it to target/bench-results.md (raw figures: target/bench-raw.txt).
 #
@@ -75,7 +77,8 @@ fi
 requirements='zarr>=3.1,<4
 numpy
 numcodecs
-tensorstore'
+tensorstore
+obstore'
 stamp="$venv/.requirements-stamp"
 if [[ -f "$stamp" && -x "$py" ]] && [[ "$(cat "$stamp")" == "$requirements" ]]; then
     say "venv-bench up to date"
@@ -302,6 +305,12 @@ for r in $(seq "$repeat"); do
     timed g.ls_store_warm ls_tree "$small"
 done
 rm -f "$count_file"
+
+# ---------------------------------------------------------------- remote (r)
+if [ "${BENCH_REMOTE:-1}" != 0 ]; then
+    # shellcheck source=scripts/bench_remote.sh
+    source scripts/bench_remote.sh
+fi
 
 # ---------------------------------------------------------------- report
 cleanup

@@ -4,8 +4,10 @@ through a file, a sampled content check, and the byte cost of a random read on a
 Usage (target/venv-bench/bin/python; every command prints `KEY VALUE` lines on stdout,
 KEY prefixed with PREFIX, for bench.sh to collect; nothing else goes to stdout):
 
-    bench_readers.py readall tensorstore|zarr STORE ARRAY PREFIX
-        open STORE/ARRAY and read it whole into memory; PREFIX.seconds, PREFIX.bytes
+    bench_readers.py readall tensorstore|zarr STORE ARRAY PREFIX [--s3-endpoint URL]
+        open STORE/ARRAY and read it whole into memory; PREFIX.seconds, PREFIX.bytes.
+        With --s3-endpoint, STORE is BUCKET/PREFIX on that S3 server, read anonymously
+        (tensorstore's s3 kvstore; zarr-python through obstore)
     bench_readers.py randread FILE PREFIX [--count N] [--size B] [--seed S]
         N random B-byte preads (offsets aligned to B, fixed seed, POSIX_FADV_RANDOM as fio
         does) twice: the first pass as the caller left the caches (cold), the second on a
@@ -48,12 +50,34 @@ def bytes_fetched(path: str):
         return None
 
 
-def cmd_readall(args) -> None:
-    path = os.path.join(args.store, args.array)
-    if args.library == "tensorstore":
+def open_s3(library: str, endpoint: str, store: str, array: str):
+    """The array at s3://STORE/ARRAY on ENDPOINT, opened by LIBRARY (anonymous)."""
+    bucket, _, prefix = store.partition("/")
+    path = f"{prefix}/{array}".strip("/")
+    if library == "tensorstore":
         import tensorstore as ts
 
-        t0 = time.perf_counter()
+        kvstore = {"driver": "s3", "bucket": bucket, "path": path + "/", "endpoint": endpoint,
+                   "aws_region": "us-east-1", "aws_credentials": {"type": "anonymous"}}
+        return ts.open({"driver": "zarr3", "kvstore": kvstore}, read=True).result()
+    import obstore.store
+    import zarr
+
+    s3 = obstore.store.S3Store(bucket, endpoint=endpoint, region="us-east-1",
+                               skip_signature=True, client_options={"allow_http": True})
+    return zarr.open_array(zarr.storage.ObjectStore(s3, read_only=True), path=path, mode="r")
+
+
+def cmd_readall(args) -> None:
+    path = os.path.join(args.store, args.array)
+    t0 = time.perf_counter()
+    if args.s3_endpoint:
+        arr = open_s3(args.library, args.s3_endpoint, args.store, args.array)
+        data = arr.read().result() if args.library == "tensorstore" else arr[...]
+        seconds = time.perf_counter() - t0
+    elif args.library == "tensorstore":
+        import tensorstore as ts
+
         arr = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": path}},
                       read=True).result()
         data = arr.read().result()
@@ -61,7 +85,6 @@ def cmd_readall(args) -> None:
     else:
         import zarr
 
-        t0 = time.perf_counter()
         arr = zarr.open_array(path, mode="r")
         data = arr[...]
         seconds = time.perf_counter() - t0
@@ -185,6 +208,7 @@ def main() -> int:
     p.add_argument("store")
     p.add_argument("array")
     p.add_argument("prefix")
+    p.add_argument("--s3-endpoint")
     p.set_defaults(func=cmd_readall)
     for name, func in (("randread", cmd_randread), ("fetchprobe", cmd_fetchprobe)):
         p = sub.add_parser(name)

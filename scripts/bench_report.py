@@ -99,6 +99,48 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def remote_section(raw: Raw, nbytes: int, add, tput, cache_bytes: int) -> list[str]:
+    """The remote table (r.* keys of scripts/bench_remote.sh); adds its criteria."""
+    rtt = raw.num("r.meta.latency_ms")
+    lines = ["## Remote: S3 (s3s-fs) behind a proxy adding %.0f ms per request (r)" % rtt, ""]
+    rows = []
+    for key in ("zstd", "sharded"):
+        gets = raw.num(f"r.a.{key}.gets")
+        hwm = raw.num(f"r.h.{key}.vmhwm_kib")
+        rows.append([key, fmt_seconds(raw, f"r.a.{key}", nbytes),
+                     fmt_seconds(raw, f"r.c.{key}", nbytes),
+                     fmt_seconds(raw, f"r.d.tensorstore.{key}.seconds", nbytes),
+                     fmt_seconds(raw, f"r.d.zarr.{key}.seconds", nbytes),
+                     "n/a" if gets is None else f"{gets / (nbytes / MIB):.2f}",
+                     fmt_us(raw.num(f"r.f.{key}.cold.p50_us")),
+                     fmt_us(raw.num(f"r.f.{key}.cold.p99_us")),
+                     "n/a" if hwm is None else f"{hwm / 1024:.0f} MiB"])
+    lines += table(["array", "cold mount", "zarrfs cat", "tensorstore", "zarr-python",
+                    "GETs per MiB", "random 4 KiB p50", "p99", "daemon peak RSS"], rows)
+    ls_mount, ls_local = raw.num("r.g.ls_mount"), raw.num("r.g.ls_local")
+    lines += ["", f"`ls -lR` of the consolidated 10k-array hierarchy: mount "
+              f"{'n/a' if ls_mount is None else f'{ls_mount:.2f} s'}, local copy "
+              f"{'n/a' if ls_local is None else f'{ls_local:.2f} s'}, "
+              f"{raw.text('r.g.lists')} LIST and {raw.text('r.g.requests')} requests in all.", ""]
+    for key in ("zstd", "sharded"):
+        add(f"(r) cold mount / tensorstore read-all over S3, {key}",
+            ratio(tput(f"r.a.{key}"), tput(f"r.d.tensorstore.{key}.seconds")), 1.2, True)
+        add(f"(r) cold mount / zarrfs cat over S3, {key}",
+            ratio(tput(f"r.a.{key}"), tput(f"r.c.{key}")), 0.8, True)
+        p50 = raw.num(f"r.f.{key}.cold.p50_us")
+        add(f"(r) random 4 KiB p50 in round trips, {key}",
+            None if p50 is None else p50 / 1000 / rtt, 2.0, False)
+    lists = raw.num("r.g.lists")
+    add("(r) LIST requests of `ls -lR`, consolidated 10k hierarchy", lists, 0, False, "{:.0f}")
+    add("(r) `ls -lR` mount / (local copy + one round trip)",
+        None if ls_mount is None or ls_local is None else ls_mount / (ls_local + rtt / 1000),
+        2.0, False)
+    hwm = raw.num("r.s.vmhwm_kib")
+    add("(r) daemon peak RSS, 16 concurrent sequential readers (MiB)",
+        None if hwm is None else hwm / 1024, (cache_bytes + 64 * MIB) / MIB, False, "{:.0f}")
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -302,6 +344,8 @@ def main() -> int:
     limit = (cache_bytes + 64 * MIB) / MIB
     add(f"(h) daemon peak RSS at the end of (a), max of {len(hwms)} mounts (MiB)",
         max(hwms) / 1024 if hwms else None, limit, False, "{:.0f}")
+    if raw.num("r.meta.latency_ms") is not None:
+        lines += remote_section(raw, nbytes, add, tput, cache_bytes)
     lines.append("## Acceptance")
     lines.append("")
     lines += table(["criterion", "measured", "target", "result"], crit)
