@@ -236,7 +236,21 @@ fn stalls_fail_only_their_reads_drops_are_retried_and_recovery_needs_no_remount(
     let server = nginx(&m.dir, true);
     let proxy = Proxy::start(server.port, "python3");
     let url = format!("{}/{}", proxy.url(), store_folder(&m, "v3"));
-    let mount = Mount::new(Path::new(&url), &["--timeout", "1", "--retries", "1"]);
+    // With a disk cache, what was read before the stall is read again from disk however
+    // the page cache and the chunk cache have moved on since.
+    let cache = TempDir::new("stallcache");
+    let cache_dir = cache.path().display().to_string();
+    let mount = Mount::new(
+        Path::new(&url),
+        &[
+            "--timeout",
+            "1",
+            "--retries",
+            "1",
+            "--disk-cache",
+            cache_dir.as_str(),
+        ],
+    );
     let picks: Vec<_> = arrays_of(&m, "v3")
         .into_iter()
         .filter(|a| a["vlen"] == false && !is_unsupported(a))
