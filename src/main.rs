@@ -163,8 +163,10 @@ enum Command {
     },
 }
 
-fn open(store: &str, cfg: &StoreConfig) -> Result<Hierarchy> {
-    Hierarchy::open(zarrfs::store::open(store, cfg)?)
+/// The hierarchy of `store`, opened with `args` and the `-o` store `options`.
+fn open(store: &str, args: &StoreArgs, options: &[String]) -> Result<Hierarchy> {
+    let cfg = args.config(options.iter().map(String::as_str))?;
+    Hierarchy::open(zarrfs::store::open(store, &cfg)?)
 }
 
 fn cat(h: Hierarchy, path: &str, order: Order, big_endian: bool) -> Result<()> {
@@ -269,10 +271,7 @@ fn run(cli: Cli) -> Result<()> {
             store_args,
             options,
         } => {
-            let h = open(
-                &store,
-                &store_args.config(options.iter().map(String::as_str))?,
-            )?;
+            let h = open(&store, &store_args, &options)?;
             cat(h, &path, order_of(order), matches!(endian, EndianArg::Big))
         }
         Command::Inspect {
@@ -282,10 +281,7 @@ fn run(cli: Cli) -> Result<()> {
             store_args,
             options,
         } => {
-            let h = open(
-                &store,
-                &store_args.config(options.iter().map(String::as_str))?,
-            )?;
+            let h = open(&store, &store_args, &options)?;
             let nodes = inspect::tree(&h, path.as_deref().unwrap_or(""))?;
             let mut out = std::io::stdout().lock();
             let text = if json {

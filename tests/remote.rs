@@ -37,6 +37,14 @@ fn bucket_root(m: &Manifest) -> TempDir {
     root
 }
 
+/// s3s-fs serving the fixtures with the test's access keys (and the folder it serves).
+fn keyed_s3s_fs(m: &Manifest) -> (TempDir, Server) {
+    credentials_in_env();
+    let root = bucket_root(m);
+    let server = s3s_fs(root.path(), Some((ACCESS_KEY, SECRET_KEY)));
+    (root, server)
+}
+
 fn s3_args(server: &Server) -> String {
     format!("endpoint={},allow_http=true", server.url())
 }
@@ -92,10 +100,8 @@ fn check_all(
 
 #[test]
 fn s3_with_access_keys_every_fixture_array_in_c_and_f_order() {
-    credentials_in_env();
     let m = Manifest::load();
-    let root = bucket_root(&m);
-    let server = s3s_fs(root.path(), Some((ACCESS_KEY, SECRET_KEY)));
+    let (_root, server) = keyed_s3s_fs(&m);
     let options = s3_args(&server);
     let failures = check_all(
         &m,
@@ -304,10 +310,8 @@ fn stalls_fail_only_their_reads_drops_are_retried_and_recovery_needs_no_remount(
 
 #[test]
 fn credentials_never_reach_logs_cmdline_xattrs_or_sidecars() {
-    credentials_in_env();
     let m = Manifest::load();
-    let root = bucket_root(&m);
-    let server = s3s_fs(root.path(), Some((ACCESS_KEY, SECRET_KEY)));
+    let (_root, server) = keyed_s3s_fs(&m);
     let options = s3_args(&server);
     let mount = ForegroundMount::new(Path::new("s3://fixtures/v3"), &["-o", &options]);
     let mut seen = String::new();
