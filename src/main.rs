@@ -12,8 +12,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use zarrfs::array::Array;
 use zarrfs::cache::ChunkCache;
 use zarrfs::error::output_error;
+use zarrfs::fs::views::{self, ViewKind, ViewSet};
 use zarrfs::fs::FsOptions;
 use zarrfs::hierarchy::{Hierarchy, Node};
+use zarrfs::metadata::ArrayMetadata;
 use zarrfs::mount::MountConfig;
 use zarrfs::prefetch::{Prefetcher, PREFETCH_PER_CORE};
 use zarrfs::store::StoreConfig;
@@ -72,6 +74,30 @@ struct StoreArgs {
     disk_cache_size: usize,
 }
 
+fn parse_views(s: &str) -> std::result::Result<ViewSet, String> {
+    s.parse()
+}
+
+/// What `zarrfs cat --as` writes.
+#[derive(Clone, Copy, ValueEnum)]
+enum CatFormat {
+    Raw,
+    Npy,
+    #[value(alias = "tif")]
+    Tiff,
+}
+
+/// What `zarrfs header --as` prints.
+#[derive(Clone, Copy, ValueEnum)]
+enum HeaderFormat {
+    #[value(alias = "hdr")]
+    Envi,
+    Mhd,
+    #[value(alias = "nhdr")]
+    Nrrd,
+    Vrt,
+}
+
 fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
@@ -117,6 +143,30 @@ enum Command {
         order: OrderArg,
         #[arg(long, value_enum, default_value = "little")]
         endian: EndianArg,
+        /// Write a complete file of this format: the flat bytes behind its header.
+        #[arg(long = "as", value_enum, default_value = "raw")]
+        format: CatFormat,
+    },
+    /// Print a detached header (ENVI, MetaImage, NRRD, GDAL VRT) for the raw file that
+    /// `zarrfs cat` writes, so image tools open it with no parameters.
+    Header {
+        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+        store: String,
+        path: String,
+        #[command(flatten)]
+        store_args: StoreArgs,
+        /// Store options (endpoint=..., region=..., allow_http=true, ...).
+        #[arg(short = 'o', value_delimiter = ',')]
+        options: Vec<String>,
+        #[arg(long = "as", value_enum)]
+        format: HeaderFormat,
+        #[arg(long, value_enum, default_value = "C")]
+        order: OrderArg,
+        #[arg(long, value_enum, default_value = "little")]
+        endian: EndianArg,
+        /// The raw file the header points at (default: the array's name).
+        #[arg(long, value_name = "NAME")]
+        data_file: Option<String>,
     },
     /// Mount a store: groups become directories, arrays flat read-only files.
     Mount {
@@ -135,6 +185,10 @@ enum Command {
         /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G).
         #[arg(long, default_value = "1GiB", value_parser = zarrfs::mount::parse_size)]
         cache_size: usize,
+        /// The files each array shows: a comma list of raw, npy, tiff, envi, mhd, nrrd,
+        /// vrt, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr, NAME.vrt).
+        #[arg(long, default_value = "raw", value_parser = parse_views)]
+        views: ViewSet,
         /// Worker threads for reads (default: the number of cores; for a remote store,
         /// --max-requests).
         #[arg(long)]
@@ -169,11 +223,43 @@ fn open(store: &str, args: &StoreArgs, options: &[String]) -> Result<Hierarchy> 
     Hierarchy::open(zarrfs::store::open(store, &cfg)?)
 }
 
-fn cat(h: Hierarchy, path: &str, order: Order, big_endian: bool) -> Result<()> {
-    let meta = match h.node(path)? {
-        Node::Array(meta) => meta,
-        _ => return Err(Error::Invalid(format!("{path}: not an array"))),
+/// The metadata of the array at `path`.
+fn array_meta(h: &Hierarchy, path: &str) -> Result<Arc<ArrayMetadata>> {
+    match h.node(path)? {
+        Node::Array(meta) => Ok(meta),
+        _ => Err(Error::Invalid(format!("{path}: not an array"))),
+    }
+}
+
+/// The header of view `kind` for the array `path`, or an error saying why it has none.
+fn view_header(
+    h: &Hierarchy,
+    path: &str,
+    kind: ViewKind,
+    layout: Layout,
+    data_file: Option<String>,
+) -> Result<Vec<u8>> {
+    let meta = array_meta(h, path)?;
+    let name = data_file.unwrap_or_else(|| {
+        let name = path.trim_matches('/').rsplit('/').next().unwrap_or("");
+        if name.is_empty() { "array" } else { name }.to_string()
+    });
+    views::header(kind, &meta, layout, &name).map_err(|why| {
+        Error::unsupported(
+            format!("/{}", path.trim_matches('/')),
+            format!("{} view: {why}", kind.label()),
+        )
+    })
+}
+
+fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat) -> Result<()> {
+    let Layout { order, big_endian } = layout;
+    let header = match format {
+        CatFormat::Raw => Vec::new(),
+        CatFormat::Npy => view_header(&h, path, ViewKind::Npy, layout, None)?,
+        CatFormat::Tiff => view_header(&h, path, ViewKind::Tiff, layout, None)?,
     };
+    let meta = array_meta(&h, path)?;
     let array = Arc::new(Array::open(meta, h.store().clone())?);
     // Room for the layer of read units being streamed and the next two, decoded ahead.
     let grid = array.unit_grid();
@@ -207,6 +293,7 @@ fn cat(h: Hierarchy, path: &str, order: Order, big_endian: bool) -> Result<()> {
         .try_clone_to_owned()
         .map_err(|e| Error::Invalid(format!("stdout: {e}")))?;
     let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
+    out.write_all(&header).map_err(output_error)?;
     if array.meta.dtype.is_var() {
         write_var_lines(&array, &cache, order, &mut out)?;
     } else {
@@ -225,6 +312,13 @@ fn order_of(order: OrderArg) -> Order {
     }
 }
 
+fn layout_of(order: OrderArg, endian: EndianArg) -> Layout {
+    Layout {
+        order: order_of(order),
+        big_endian: matches!(endian, EndianArg::Big),
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Mount {
@@ -235,6 +329,7 @@ fn run(cli: Cli) -> Result<()> {
             order,
             endian,
             cache_size,
+            views,
             threads,
             options,
         } => {
@@ -252,6 +347,7 @@ fn run(cli: Cli) -> Result<()> {
                     },
                     cache_bytes: cache_size,
                     prefetch_threads: 0,
+                    views,
                 },
                 threads,
                 options: fuse_options,
@@ -270,9 +366,33 @@ fn run(cli: Cli) -> Result<()> {
             endian,
             store_args,
             options,
+            format,
         } => {
             let h = open(&store, &store_args, &options)?;
-            cat(h, &path, order_of(order), matches!(endian, EndianArg::Big))
+            cat(h, &path, layout_of(order, endian), format)
+        }
+        Command::Header {
+            store,
+            path,
+            store_args,
+            options,
+            format,
+            order,
+            endian,
+            data_file,
+        } => {
+            let h = open(&store, &store_args, &options)?;
+            let kind = match format {
+                HeaderFormat::Envi => ViewKind::Envi,
+                HeaderFormat::Mhd => ViewKind::Mhd,
+                HeaderFormat::Nrrd => ViewKind::Nrrd,
+                HeaderFormat::Vrt => ViewKind::Vrt,
+            };
+            let text = view_header(&h, &path, kind, layout_of(order, endian), data_file)?;
+            std::io::stdout()
+                .lock()
+                .write_all(&text)
+                .map_err(output_error)
         }
         Command::Inspect {
             store,

@@ -11,7 +11,7 @@ use crate::hierarchy::{Hierarchy, Node};
 use crate::inspect::describe_array;
 use crate::metadata::ArrayMetadata;
 use crate::prefetch::Prefetcher;
-use crate::view::{write_var_lines, Layout, Order, View};
+use crate::view::{write_var_lines, Layout, Order, UnitSlice, View};
 use crate::{Error, Result};
 
 /// The largest text a variable-length array's file may be: it is held whole in memory.
@@ -40,8 +40,11 @@ impl std::io::Write for BoundedText {
 pub enum Content {
     /// A fixed-size array, read chunk by chunk.
     Flat(View),
-    /// Bytes held whole: variable-length text or a sidecar.
+    /// Bytes held whole: variable-length text, a sidecar or a detached header.
     Bytes(Vec<u8>),
+    /// A header in front of an array's flat file (`.npy`, `.tif`): the data is the raw
+    /// file's own content, so both share one view and its cached chunks.
+    Headed { header: Vec<u8>, data: Arc<Content> },
 }
 
 impl Content {
@@ -49,6 +52,7 @@ impl Content {
         match self {
             Content::Flat(v) => v.size(),
             Content::Bytes(b) => b.len() as u64,
+            Content::Headed { header, data } => header.len() as u64 + data.size(),
         }
     }
 
@@ -56,14 +60,45 @@ impl Content {
     pub fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match self {
             Content::Flat(view) => view.read_at(offset, buf),
-            Content::Bytes(b) => {
-                let start = (offset as usize).min(b.len());
-                let n = buf.len().min(b.len() - start);
-                buf[..n].copy_from_slice(&b[start..start + n]);
-                Ok(n)
+            Content::Bytes(b) => Ok(copy_from(b, offset, buf)),
+            Content::Headed { header, data } => {
+                let head = copy_from(header, offset, buf);
+                let at = (offset + head as u64).saturating_sub(header.len() as u64);
+                Ok(head + data.read_into(at, &mut buf[head..])?)
             }
         }
     }
+
+    /// A read answered from a cached unit without a copy (see
+    /// [`View::read_in_place`]); `None` when it must be assembled.
+    pub fn read_in_place(&self, offset: u64, len: usize) -> Result<Option<UnitSlice>> {
+        match self {
+            Content::Flat(view) => view.read_in_place(offset, len),
+            Content::Headed { header, data } if offset >= header.len() as u64 => {
+                data.read_in_place(offset - header.len() as u64, len)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The array's flat view behind this file, if it has one.
+    pub fn view(&self) -> Option<&View> {
+        match self {
+            Content::Flat(view) => Some(view),
+            Content::Headed { data, .. } => data.view(),
+            Content::Bytes(_) => None,
+        }
+    }
+}
+
+/// Copy what `bytes` holds from `offset` into `buf`; the bytes copied.
+fn copy_from(bytes: &[u8], offset: u64, buf: &mut [u8]) -> usize {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    let n = buf.len().min(bytes.len() - start);
+    buf[..n].copy_from_slice(&bytes[start..start + n]);
+    n
 }
 
 /// The file of the array at `path`.

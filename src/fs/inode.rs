@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::{Mutex, RwLock};
 
 use super::content::Content;
+use super::views::ViewKind;
 
 /// The root directory's inode number.
 pub const ROOT: u64 = 1;
@@ -18,6 +19,8 @@ pub enum Node {
     Dir(String),
     /// The flat file of the array at this node path.
     Array(String),
+    /// A header view of the array at this node path (`NAME.npy`, `NAME.hdr`, ...).
+    View(String, ViewKind),
     /// `.NAME.json` beside an array.
     ArraySidecar(String),
     /// `.group.json` inside a group's directory.

@@ -6,9 +6,13 @@ mod content;
 mod inode;
 #[cfg(test)]
 mod tests;
+pub mod views;
 mod xattr;
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::cache::ChunkCache;
 use crate::hierarchy::{Hierarchy, NodeKind};
@@ -18,6 +22,7 @@ use crate::{Error, Result};
 use content::Content;
 pub use inode::ROOT;
 use inode::{Entry, Inodes, Node};
+use views::{ViewKind, ViewSet};
 
 /// What kind of file an inode is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +56,8 @@ pub struct FsOptions {
     pub cache_bytes: usize,
     /// Threads decoding ahead of sequential readers.
     pub prefetch_threads: usize,
+    /// The files each array shows (`--views`).
+    pub views: ViewSet,
 }
 
 /// A mounted hierarchy.
@@ -62,6 +69,10 @@ pub struct ZarrFs {
     inodes: Inodes,
     /// When the store's root is an array: the name of its file in the mount's root.
     root_array: Option<String>,
+    views: ViewSet,
+    /// Each array's flat content, by node path: one per array, whichever of its files
+    /// (raw, `.npy`, `.tif`) is read, so they share one view and its cached chunks.
+    flats: Mutex<HashMap<String, Arc<Content>>>,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -106,26 +117,91 @@ impl ZarrFs {
             layout: options.layout,
             inodes: Inodes::new(),
             root_array,
+            views: options.views,
+            flats: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The name of the raw file of the array at `path`.
+    fn file_name(&self, path: &str) -> String {
+        match (&self.root_array, path.is_empty()) {
+            (Some(name), true) => name.clone(),
+            _ => path.rsplit('/').next().unwrap_or(path).to_string(),
+        }
+    }
+
+    /// The header of view `kind` of the array at `path`, or why it has none.
+    fn view_header(
+        &self,
+        path: &str,
+        kind: ViewKind,
+    ) -> Result<std::result::Result<Vec<u8>, String>> {
+        let meta = content::array_meta(&self.hierarchy, path)?;
+        Ok(views::header(
+            kind,
+            &meta,
+            self.layout,
+            &self.file_name(path),
+        ))
+    }
+
+    /// The files of the array at `path` named `name`: sidecar, raw file and views, with
+    /// the names of real nodes (`taken`) left to them.
+    fn array_entries(
+        &self,
+        name: &str,
+        path: &str,
+        taken: &HashSet<String>,
+    ) -> Vec<(String, Node)> {
+        let mut out = vec![(
+            format!(".{name}.json"),
+            Node::ArraySidecar(path.to_string()),
+        )];
+        if self.views.shows_raw() {
+            out.push((name.to_string(), Node::Array(path.to_string())));
+        }
+        for kind in self.views.extra() {
+            let file = kind.file_name(name);
+            if taken.contains(&file) {
+                log::debug!("/{path}: view {file:?} left out: a node has that name");
+                continue;
+            }
+            match self.view_header(path, kind) {
+                Ok(Ok(_)) => out.push((file, Node::View(path.to_string(), kind))),
+                Ok(Err(why)) => log::debug!("/{path}: no {} view: {why}", kind.label()),
+                Err(e) => log::debug!("/{path}: no {} view: {e}", kind.label()),
+            }
+        }
+        out
+    }
+
+    /// The view file `name` in directory `dir`, if it names an available view of an array.
+    fn find_view(&self, dir: &str, name: &str) -> Option<Node> {
+        self.views.extra().find_map(|kind| {
+            let array = name.strip_suffix(kind.suffix())?;
+            let path = join(dir, array);
+            let is_array =
+                !array.is_empty() && self.hierarchy.kind_of(&path) == Some(NodeKind::Array);
+            (is_array && matches!(self.view_header(&path, kind), Ok(Ok(_))))
+                .then_some(Node::View(path, kind))
+        })
     }
 
     /// The entries of the directory at `dir`, with the node each name stands for.
     fn entries(&self, dir: &str) -> Result<Vec<(String, Node)>> {
         if let (Some(name), true) = (&self.root_array, dir.is_empty()) {
-            return Ok(vec![
-                (format!(".{name}.json"), Node::ArraySidecar(String::new())),
-                (name.clone(), Node::Array(String::new())),
-            ]);
+            return Ok(self.array_entries(name, "", &HashSet::new()));
         }
         let mut names = vec![(
             GROUP_SIDECAR.to_string(),
             Node::GroupSidecar(dir.to_string()),
         )];
-        for (name, kind) in self.hierarchy.children(dir)? {
+        let children = self.hierarchy.children(dir)?;
+        let taken: HashSet<String> = children.iter().map(|(n, _)| n.clone()).collect();
+        for (name, kind) in children {
             let path = join(dir, &name);
             if kind == NodeKind::Array {
-                names.push((format!(".{name}.json"), Node::ArraySidecar(path.clone())));
-                names.push((name, Node::Array(path)));
+                names.extend(self.array_entries(&name, &path, &taken));
             } else {
                 names.push((name, Node::Dir(path)));
             }
@@ -183,7 +259,8 @@ impl ZarrFs {
             Node::GroupSidecar(dir.clone())
         } else {
             match self.hierarchy.kind_of(&join(&dir, name)) {
-                Some(NodeKind::Array) => Node::Array(join(&dir, name)),
+                Some(NodeKind::Array) if self.views.shows_raw() => Node::Array(join(&dir, name)),
+                Some(NodeKind::Array) => return Err(missing()),
                 Some(_) => Node::Dir(join(&dir, name)),
                 None => match sidecar_target(name) {
                     Some(array)
@@ -191,7 +268,7 @@ impl ZarrFs {
                     {
                         Node::ArraySidecar(join(&dir, array))
                     }
-                    _ => return Err(missing()),
+                    _ => self.find_view(&dir, name).ok_or_else(missing)?,
                 },
             }
         };
@@ -227,20 +304,56 @@ impl ZarrFs {
         if let Some(c) = entry.content.lock().as_ref() {
             return Ok(c.clone());
         }
-        let loaded = Arc::new(match &entry.node {
-            Node::Array(path) => content::array_file(
-                &self.hierarchy,
-                path,
-                &self.cache,
-                &self.prefetcher,
-                self.layout,
-            )?,
+        let loaded = match &entry.node {
+            Node::Array(path) => self.flat(path)?,
+            node => Arc::new(self.load(node)?),
+        };
+        *entry.content.lock() = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// The raw content of the array at `path`, shared by all of its files. Loaded without
+    /// the lock held (it may read the store); the first one stored wins.
+    fn flat(&self, path: &str) -> Result<Arc<Content>> {
+        if let Some(c) = self.flats.lock().get(path) {
+            return Ok(c.clone());
+        }
+        let loaded = Arc::new(content::array_file(
+            &self.hierarchy,
+            path,
+            &self.cache,
+            &self.prefetcher,
+            self.layout,
+        )?);
+        Ok(self
+            .flats
+            .lock()
+            .entry(path.to_string())
+            .or_insert(loaded)
+            .clone())
+    }
+
+    /// The content of a file other than an array's raw file.
+    fn load(&self, node: &Node) -> Result<Content> {
+        Ok(match node {
+            Node::Array(path) => return Err(Error::Invalid(format!("/{path}: raw file"))),
+            Node::View(path, kind) => {
+                let header = self.view_header(path, *kind)?.map_err(|why| {
+                    Error::unsupported(format!("/{path}"), format!("{} view: {why}", kind.label()))
+                })?;
+                if kind.is_headed() {
+                    Content::Headed {
+                        header,
+                        data: self.flat(path)?,
+                    }
+                } else {
+                    Content::Bytes(header)
+                }
+            }
             Node::ArraySidecar(path) => content::array_sidecar(&self.hierarchy, path, self.layout)?,
             Node::GroupSidecar(path) => content::group_sidecar(&self.hierarchy, path)?,
             Node::Dir(path) => return Err(Error::Invalid(format!("/{path}: is a directory"))),
-        });
-        *entry.content.lock() = Some(loaded.clone());
-        Ok(loaded)
+        })
     }
 
     pub fn getattr(&self, ino: u64) -> Result<Attr> {
@@ -297,10 +410,7 @@ impl ZarrFs {
     /// the range lies contiguously in one unit (see [`crate::view::View::read_in_place`]).
     pub fn read_in_place(&self, ino: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
         let entry = self.entry(ino)?;
-        match self.content(&entry)?.as_ref() {
-            Content::Flat(view) => view.read_in_place(offset, size),
-            Content::Bytes(_) => Ok(None),
-        }
+        self.content(&entry)?.read_in_place(offset, size)
     }
 
     /// All extended attributes of `ino`.
@@ -308,17 +418,45 @@ impl ZarrFs {
         let entry = self.entry(ino)?;
         match &entry.node {
             Node::Dir(path) => xattr::attributes(&self.hierarchy, path, self.layout),
-            Node::Array(path) => {
+            Node::Array(path) | Node::View(path, _) => {
                 let mut attrs = xattr::attributes(&self.hierarchy, path, self.layout)?;
                 // Bytes read from the store for this array since the mount.
-                if let Ok(Content::Flat(view)) = self.content(&entry).as_deref() {
+                if let Some(view) = self.content(&entry).ok().as_deref().and_then(Content::view) {
                     let fetched = view.array().bytes_fetched().to_string();
                     attrs.push(("user.zarrfs.bytes_fetched".into(), fetched));
                 }
+                attrs.push(("user.zarrfs.views".into(), self.views_report(path)));
                 Ok(attrs)
             }
             _ => Ok(vec![]),
         }
+    }
+
+    /// `user.zarrfs.views`: for every view kind, its file or why there is none.
+    fn views_report(&self, path: &str) -> String {
+        let name = self.file_name(path);
+        let lines: Vec<String> = ViewKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let state = if kind == ViewKind::Raw {
+                    if self.views.shows_raw() {
+                        name.clone()
+                    } else {
+                        "off (not in --views)".into()
+                    }
+                } else if !self.views.contains(kind) {
+                    "off (not in --views)".into()
+                } else {
+                    match self.view_header(path, kind) {
+                        Ok(Ok(_)) => kind.file_name(&name),
+                        Ok(Err(why)) => format!("absent ({why})"),
+                        Err(e) => format!("absent ({e})"),
+                    }
+                };
+                format!("{}: {state}", kind.label())
+            })
+            .collect();
+        lines.join("\n")
     }
 
     pub fn getxattr(&self, ino: u64, name: &str) -> Result<Vec<u8>> {

@@ -21,11 +21,16 @@ fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
 
 /// The filesystem over the store at `dir`, with a 1 MiB cache and one prefetch thread.
 fn fs_over(dir: &std::path::Path, order: Order, big_endian: bool) -> ZarrFs {
+    fs_with_views(dir, order, big_endian, "raw")
+}
+
+fn fs_with_views(dir: &std::path::Path, order: Order, big_endian: bool, views: &str) -> ZarrFs {
     let store = Arc::new(FolderStore::open(dir).unwrap());
     let options = FsOptions {
         layout: Layout { order, big_endian },
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
+        views: views.parse().unwrap(),
     };
     ZarrFs::new(Hierarchy::open(store).unwrap(), options, "t.zarr")
 }
@@ -279,4 +284,123 @@ fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
     let err = fs.read(written.ino, 0, 8).unwrap_err();
     assert!(err.to_string().contains("vast_written/c/0/0"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A read of the whole file `ino`.
+fn whole(fs: &ZarrFs, ino: u64) -> Vec<u8> {
+    let size = fs.getattr(ino).unwrap().size;
+    fs.read(ino, 0, size as usize).unwrap()
+}
+
+#[test]
+fn views_list_beside_the_raw_file_and_serve_its_bytes_behind_their_headers() {
+    let (dir, _) = demo_fs(Order::C, false);
+    for (order, big) in [(Order::C, false), (Order::F, true)] {
+        let fs = fs_with_views(&dir, order, big, "all");
+        let legacy = fs.lookup(ROOT, "legacy").unwrap().ino;
+        let mut expected = vec![
+            ".counts.json",
+            ".group.json",
+            "counts",
+            "counts.hdr",
+            "counts.mhd",
+            "counts.nhdr",
+            "counts.npy",
+            "counts.tif",
+            "counts.vrt",
+        ];
+        if order == Order::F {
+            // TIFF pages are C order only.
+            expected.retain(|n| *n != "counts.tif");
+        }
+        assert_eq!(names(&fs, legacy), expected, "{order:?}");
+        let raw = fs.lookup(legacy, "counts").unwrap();
+        let raw_bytes = whole(&fs, raw.ino);
+        let npy = fs.lookup(legacy, "counts.npy").unwrap();
+        let npy_bytes = whole(&fs, npy.ino);
+        let header_len = npy.size as usize - raw_bytes.len();
+        assert_eq!(header_len % 64, 0);
+        assert_eq!(&npy_bytes[..6], b"\x93NUMPY");
+        assert_eq!(&npy_bytes[header_len..], &raw_bytes[..]);
+        let header = String::from_utf8_lossy(&npy_bytes[10..header_len]).into_owned();
+        let fortran = if order == Order::F { "True" } else { "False" };
+        let descr = if big { ">u4" } else { "<u4" };
+        assert!(
+            header.starts_with(&format!(
+                "{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': (100, 100), }}"
+            )),
+            "{header}"
+        );
+        // Reads at any offset and length, across the header's end and past EOF.
+        let mut rng = 0x2545f4914f6cdd1du64;
+        for _ in 0..300 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let offset = rng % (npy.size + 100);
+            let len = (rng >> 32) as usize % 5000;
+            let got = fs.read(npy.ino, offset, len).unwrap();
+            let from = (offset as usize).min(npy_bytes.len());
+            let to = (from + len).min(npy_bytes.len());
+            assert_eq!(got, &npy_bytes[from..to], "read {offset}+{len}");
+        }
+        // Both files share one view: reading the .npy fetched nothing more.
+        let fetched = |ino| fs.getxattr(ino, "user.zarrfs.bytes_fetched").unwrap();
+        assert_eq!(fetched(raw.ino), fetched(npy.ino));
+        let report = String::from_utf8(fs.getxattr(raw.ino, "user.zarrfs.views").unwrap()).unwrap();
+        assert!(report.contains("npy: counts.npy"), "{report}");
+        if order == Order::F {
+            assert!(
+                report.contains("tiff: absent (TIFF pages are C order"),
+                "{report}"
+            );
+            assert_eq!(
+                fs.lookup(legacy, "counts.tif").unwrap_err().errno(),
+                libc::ENOENT
+            );
+        }
+        let nhdr = fs.lookup(legacy, "counts.nhdr").unwrap();
+        let text = String::from_utf8(whole(&fs, nhdr.ino)).unwrap();
+        let endian = if big { "endian: big" } else { "endian: little" };
+        assert!(
+            text.contains("data file: counts\n") && text.contains(endian),
+            "{text}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn views_without_raw_hide_it_and_real_nodes_win_over_view_names() {
+    let (dir, _) = demo_fs(Order::C, false);
+    // A group named like the view of an array: the group is shown, not the view.
+    std::fs::create_dir(dir.join("temperature.npy")).unwrap();
+    std::fs::write(
+        dir.join("temperature.npy/zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group"}"#,
+    )
+    .unwrap();
+    let fs = fs_with_views(&dir, Order::C, false, "npy,tiff");
+    let listed = names(&fs, ROOT);
+    assert!(!listed.contains(&"temperature".to_string()), "{listed:?}");
+    assert!(
+        listed.contains(&"temperature.tif".to_string()),
+        "{listed:?}"
+    );
+    assert_eq!(listed.iter().filter(|n| *n == "temperature.npy").count(), 1);
+    let npy = fs.lookup(ROOT, "temperature.npy").unwrap();
+    assert_eq!(npy.kind, FileKind::Directory);
+    assert_eq!(
+        fs.lookup(ROOT, "temperature").unwrap_err().errno(),
+        libc::ENOENT
+    );
+    // The TIFF's data is the raw bytes after its header.
+    let tif = fs.lookup(ROOT, "temperature.tif").unwrap();
+    let bytes = whole(&fs, tif.ino);
+    let data = 24 * 90 * 180 * 4;
+    assert_eq!(&bytes[..4], b"II*\0");
+    let raw_fs = fs_over(&dir, Order::C, false);
+    let raw = raw_fs.lookup(ROOT, "temperature").unwrap();
+    assert_eq!(&bytes[bytes.len() - data..], &whole(&raw_fs, raw.ino)[..]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -10,7 +10,7 @@ pub mod v3;
 
 use serde_json::{Map, Value};
 
-pub use dtype::{DataType, SwapUnits};
+pub use dtype::{DataType, Field, SwapUnits, TimeUnit};
 pub use fill::FillValue;
 
 use crate::error::{Error, Result};
