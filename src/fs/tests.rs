@@ -404,3 +404,57 @@ fn views_without_raw_hide_it_and_real_nodes_win_over_view_names() {
     assert_eq!(&bytes[bytes.len() - data..], &whole(&raw_fs, raw.ino)[..]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
+    let mut store = crate::store::MemoryStore::new();
+    let meta = serde_json::json!({
+        "zarr_format": 3, "node_type": "array", "shape": [3, 40000, 40000],
+        "data_type": "uint8", "chunk_grid": {"name": "regular",
+            "configuration": {"chunk_shape": [1, 4000, 4000]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 7,
+        "codecs": [{"name": "bytes"}]
+    });
+    store.insert("huge/zarr.json", meta.to_string().into_bytes());
+    store.insert(
+        "zarr.json",
+        br#"{"zarr_format": 3, "node_type": "group"}"#.to_vec(),
+    );
+    let options = FsOptions {
+        layout: Layout::default(),
+        cache_bytes: 1 << 20,
+        prefetch_threads: 1,
+        views: "tiff".parse().unwrap(),
+    };
+    let fs = ZarrFs::new(Hierarchy::open(Arc::new(store)).unwrap(), options, "t.zarr");
+    assert_eq!(names(&fs, ROOT), [".group.json", ".huge.json", "huge.tif"]);
+    let tif = fs.lookup(ROOT, "huge.tif").unwrap();
+    let data = 3 * 40000 * 40000u64;
+    let header_len = tif.size - data;
+    assert_eq!(header_len % 4096, 0);
+    let head = fs.read(tif.ino, 0, 16).unwrap();
+    assert_eq!(&head[..8], &[b'I', b'I', 43, 0, 8, 0, 0, 0]);
+    assert_eq!(u64::from_le_bytes(head[8..16].try_into().unwrap()), 16);
+    // Three pages, each one strip pointing at its plane of the data.
+    let header = fs.read(tif.ino, 0, header_len as usize).unwrap();
+    let word =
+        |at: u64| u64::from_le_bytes(header[at as usize..at as usize + 8].try_into().unwrap());
+    let (mut ifd, mut strips) = (16u64, vec![]);
+    while ifd != 0 {
+        let count = word(ifd);
+        for e in 0..count {
+            let at = ifd + 8 + e * 20;
+            if u16::from_le_bytes([header[at as usize], header[at as usize + 1]]) == 273 {
+                strips.push(word(at + 12));
+            }
+        }
+        ifd = word(ifd + 8 + count * 20);
+    }
+    let plane = 40000 * 40000u64;
+    assert_eq!(
+        strips,
+        [header_len, header_len + plane, header_len + 2 * plane]
+    );
+    let tail = fs.read(tif.ino, tif.size - 4096, 8192).unwrap();
+    assert_eq!(tail, vec![7u8; 4096]);
+}
