@@ -100,29 +100,18 @@ struct Writer {
 }
 
 impl Writer {
+    fn put<const N: usize>(&mut self, le: [u8; N], be: [u8; N]) {
+        self.out
+            .extend_from_slice(if self.big_endian { &be } else { &le });
+    }
     fn u16(&mut self, v: u16) {
-        let b = if self.big_endian {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.out.extend_from_slice(&b);
+        self.put(v.to_le_bytes(), v.to_be_bytes())
     }
     fn u32(&mut self, v: u32) {
-        let b = if self.big_endian {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.out.extend_from_slice(&b);
+        self.put(v.to_le_bytes(), v.to_be_bytes())
     }
     fn u64(&mut self, v: u64) {
-        let b = if self.big_endian {
-            v.to_be_bytes()
-        } else {
-            v.to_le_bytes()
-        };
-        self.out.extend_from_slice(&b);
+        self.put(v.to_le_bytes(), v.to_be_bytes())
     }
     /// An offset or count: 4 bytes in TIFF, 8 in BigTIFF.
     fn word(&mut self, f: Flavour, v: u64) {
