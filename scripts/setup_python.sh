@@ -3,6 +3,10 @@
 #
 #   target/venv-zarr3  zarr-python 3.x: writes the Zarr v2 and v3 fixtures
 #   target/venv-zarr2  zarr-python 2.18.7: writes the 2020 draft-v3 layout
+#   target/venv-views  the file views' readers (scripts/check_views.py): Debian's
+#                      /usr/bin/python3 with its site packages (GDAL's osgeo from
+#                      python3-gdal and its numpy; GDAL has no PyPI wheel), plus
+#                      tifffile, SimpleITK and pynrrd from PyPI
 #
 # Idempotent: each venv keeps a stamp file holding its requirement list, and
 # pip runs only when the stamp is missing or differs from the list below.
@@ -22,10 +26,18 @@ zarr2_requirements='zarr==2.18.7
 numpy<2
 numcodecs>=0.12,<0.16
 pytest'
+# numpy stays Debian's (osgeo is built against it): pip sees it through the system site
+# packages and installs no other.
+views_requirements='tifffile
+SimpleITK
+pynrrd'
 
-# make_venv NAME REQUIREMENTS: create target/NAME and install REQUIREMENTS once.
+# make_venv NAME REQUIREMENTS [PYTHON VENV_FLAGS...]: create target/NAME (with PYTHON,
+# default $python, and VENV_FLAGS) and install REQUIREMENTS once.
 make_venv() {
     local name="$1" requirements="$2"
+    local base="${3:-$python}"
+    local flags=("${@:4}")
     local venv="$target_dir/$name"
     local stamp="$venv/.requirements-stamp"
     if [[ -f "$stamp" && -x "$venv/bin/python" ]] && [[ "$(cat "$stamp")" == "$requirements" ]]; then
@@ -34,15 +46,19 @@ make_venv() {
     fi
     echo "setup_python: creating $name"
     rm -rf "$venv"
-    "$python" -m venv "$venv"
+    "$base" -m venv ${flags[@]+"${flags[@]}"} "$venv"
     local reqfile="$venv/requirements.txt"
     printf '%s\n' "$requirements" >"$reqfile"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$reqfile"
     printf '%s' "$requirements" >"$stamp"
-    "$venv/bin/python" -c 'import zarr, numcodecs, numpy; print("setup_python:", "zarr", zarr.__version__, "numcodecs", numcodecs.__version__, "numpy", numpy.__version__)'
 }
 
 mkdir -p "$target_dir"
 make_venv venv-zarr3 "$zarr3_requirements"
 make_venv venv-zarr2 "$zarr2_requirements"
+make_venv venv-views "$views_requirements" /usr/bin/python3 --system-site-packages
+for name in venv-zarr3 venv-zarr2; do
+    "$target_dir/$name/bin/python" -c 'import zarr, numcodecs, numpy; print("setup_python:", "zarr", zarr.__version__, "numcodecs", numcodecs.__version__, "numpy", numpy.__version__)'
+done
+"$target_dir/venv-views/bin/python" -c 'from osgeo import gdal; import numpy, tifffile, SimpleITK, nrrd; print("setup_python: views: GDAL", gdal.__version__, "numpy", numpy.__version__, "tifffile", tifffile.__version__, "SimpleITK", SimpleITK.Version_VersionString(), "pynrrd", nrrd.__version__)'

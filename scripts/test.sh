@@ -14,6 +14,10 @@ command -v getfattr >/dev/null || missing+=(attr)
 command -v gdal_translate >/dev/null || missing+=(gdal-bin)
 /usr/bin/python3 -c "from osgeo import gdal" 2>/dev/null || missing+=(python3-gdal)
 { command -v ncgen && command -v nccopy && command -v ncdump; } >/dev/null || missing+=(netcdf-bin)
+# The file views' readers (tests/views.rs, scripts/check_views.py): libtiff's tiffinfo and
+# tiffdump, and a venv of Debian's Python (python3-venv) that sees python3-gdal.
+command -v tiffinfo >/dev/null || missing+=(libtiff-tools)
+/usr/bin/python3 -c "import ensurepip" 2>/dev/null || missing+=(python3-venv)
 # The HTTP test server: nginx with WebDAV PROPFIND (tests/remote.rs).
 [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 [ -e /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || missing+=(libnginx-mod-http-dav-ext)

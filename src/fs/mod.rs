@@ -432,30 +432,21 @@ impl ZarrFs {
         }
     }
 
-    /// `user.zarrfs.views`: for every view kind, its file or why there is none.
+    /// `user.zarrfs.views`: for every view of the mount, its file or why there is none.
     fn views_report(&self, path: &str) -> String {
         let name = self.file_name(path);
-        let lines: Vec<String> = ViewKind::ALL
-            .into_iter()
-            .map(|kind| {
-                let state = if kind == ViewKind::Raw {
-                    if self.views.shows_raw() {
-                        name.clone()
-                    } else {
-                        "off (not in --views)".into()
-                    }
-                } else if !self.views.contains(kind) {
-                    "off (not in --views)".into()
-                } else {
-                    match self.view_header(path, kind) {
-                        Ok(Ok(_)) => kind.file_name(&name),
-                        Ok(Err(why)) => format!("absent ({why})"),
-                        Err(e) => format!("absent ({e})"),
-                    }
-                };
-                format!("{}: {state}", kind.label())
-            })
-            .collect();
+        let mut lines = Vec::new();
+        if self.views.shows_raw() {
+            lines.push(format!("raw: {name}"));
+        }
+        for kind in self.views.extra() {
+            let state = match self.view_header(path, kind) {
+                Ok(Ok(_)) => kind.file_name(&name),
+                Ok(Err(why)) => format!("absent ({why})"),
+                Err(e) => format!("absent ({e})"),
+            };
+            lines.push(format!("{}: {state}", kind.label()));
+        }
         lines.join("\n")
     }
 
