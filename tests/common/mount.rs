@@ -77,14 +77,23 @@ pub struct Mount {
 impl Mount {
     pub fn new(store: &Path, args: &[&str]) -> Mount {
         let (dir, mountpoint, log) = mount_dir("mnt");
+        // The daemon logs to --log-file once in the background; startup errors come on
+        // stderr, appended to the same file.
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log");
         let status = Command::new(zarrfs())
             .arg("mount")
             .arg(store)
             .arg(&mountpoint)
+            .arg("--log-file")
+            .arg(&log)
             .args(args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log"))
+            .stderr(stderr)
             .status()
             .expect("run zarrfs mount");
         let text = std::fs::read_to_string(&log).unwrap_or_default();
