@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::mount::{mounted, umount, wait_for, Unmount};
+use common::mount::{assert_daemon_detached, mounted, umount, wait_for, Unmount};
 use common::{zarrfs, TempDir};
 
 /// The demo store with one chunk of `temperature` cut in half: (its folder, the key).
@@ -59,6 +59,9 @@ fn with_log_file_the_corrupt_chunk_is_logged_in_the_file() {
     let log = tmp.path().join("zarrfs.log");
     let stderr = mount(&store, &mp, &["--log-file", log.to_str().expect("utf-8")]);
     let _unmount = Unmount(&mp);
+    // Once in the background it holds no descriptor of the terminal (or of a caller
+    // waiting for its output, as `mount` through mount.fuse3 does).
+    assert_daemon_detached(&mp);
     read_fails(&mp.join("temperature"));
     assert!(
         wait_for(std::time::Duration::from_secs(10), || {

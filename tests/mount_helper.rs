@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::fixtures::{arrays_of, check_arrays_at};
-use common::mount::{mounted, Unmount};
+use common::mount::{assert_daemon_detached, mounted, Unmount};
 use common::{zarrfs, Manifest, TempDir};
 
 /// mount.fuse3 looks for `zarrfs` on its own PATH (/usr/local/bin among it): the binary
@@ -45,20 +45,20 @@ impl Drop for LinkedBinary {
     }
 }
 
-fn run(command: &mut Command) -> String {
-    let out = command
-        .output()
+/// Runs `command` with its output in a file, not a pipe: a daemon that kept the pipe
+/// would make the test wait for ever instead of failing.
+fn run(command: &mut Command, tmp: &TempDir) -> String {
+    let out_file = tmp.path().join("command.out");
+    let out = std::fs::File::create(&out_file).expect("output file");
+    let err = out.try_clone().expect("output file");
+    let status = command
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .status()
         .unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "{command:?} failed ({}): {text}",
-        out.status
-    );
+    let text = std::fs::read_to_string(&out_file).unwrap_or_default();
+    assert!(status.success(), "{command:?} failed ({status}): {text}");
     text
 }
 
@@ -100,17 +100,21 @@ fn mount_t_fuse_zarrfs_and_an_fstab_line_mount_in_f_order() {
     );
     {
         let _unmount = Unmount(&mp);
-        run(Command::new("mount")
-            .args(["-t", "fuse.zarrfs"])
-            .arg(&store)
-            .arg(&mp)
-            .args(["-o", &options]));
+        run(
+            Command::new("mount")
+                .args(["-t", "fuse.zarrfs"])
+                .arg(&store)
+                .arg(&mp)
+                .args(["-o", &options]),
+            &tmp,
+        );
         assert!(
             mounted(&mp),
             "mount -t fuse.zarrfs returned but nothing is mounted"
         );
+        assert_daemon_detached(&mp);
         check_f_order(&m, &mp, "mount -t fuse.zarrfs");
-        run(Command::new("umount").arg(&mp));
+        run(Command::new("umount").arg(&mp), &tmp);
         assert!(!mounted(&mp), "still mounted after umount");
     }
 
@@ -128,13 +132,13 @@ fn mount_t_fuse_zarrfs_and_an_fstab_line_mount_in_f_order() {
     )
     .expect("write fstab");
     let _unmount = Unmount(&mp);
-    run(Command::new("mount").arg("-T").arg(&fstab).arg(&mp));
+    run(Command::new("mount").arg("-T").arg(&fstab).arg(&mp), &tmp);
     assert!(
         mounted(&mp),
         "mount -T FSTAB DIR returned but nothing is mounted"
     );
     check_f_order(&m, &mp, "fstab line");
-    run(Command::new("umount").arg(&mp));
+    run(Command::new("umount").arg(&mp), &tmp);
     assert!(!mounted(&mp), "still mounted after umount");
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(!text.contains("ERROR"), "daemon log: {text}");
