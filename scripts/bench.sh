@@ -128,8 +128,8 @@ fresh_mount() {
     shift 2
     unmount "$mnt"
     mkdir -p "$mnt"
-    timeout 120 "$zarrfs" mount "$store" "$mnt" --cache-size "$cache_size" "$@" \
-        </dev/null >/dev/null 2>>"$daemon_log" \
+    timeout 120 "$zarrfs" mount "$store" "$mnt" --cache-size "$cache_size" \
+        --log-file "$daemon_log" "$@" </dev/null >/dev/null 2>>"$daemon_log" \
         || die "zarrfs mount $store $mnt failed; see $daemon_log"
 }
 

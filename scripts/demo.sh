@@ -11,10 +11,6 @@ if ! command -v fusermount3 >/dev/null; then
     echo "demo: installing fuse3 (needs root)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3
 fi
-if [ ! -e /usr/include/blosc.h ] && [ -z "${ZARRFS_BIN:-}" ]; then
-    echo "demo: installing libblosc-dev (needs root)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libblosc-dev
-fi
 if [ -z "${ZARRFS_BIN:-}" ]; then
     cargo build --release --quiet
     ZARRFS_BIN="$PWD/target/release/zarrfs"
@@ -27,7 +23,7 @@ fi
 rm -rf "$work/demo.zarr"
 mkdir -p "$mnt"
 "$ZARRFS_BIN" demo "$work/demo.zarr"
-"$ZARRFS_BIN" mount "$work/demo.zarr" "$mnt" 2>"$work/zarrfs.log"
+"$ZARRFS_BIN" mount "$work/demo.zarr" "$mnt" --log-file "$work/zarrfs.log"
 
 cat <<EOT
 zarrfs: $work/demo.zarr is mounted at $mnt (log: $work/zarrfs.log)
@@ -39,5 +35,7 @@ Try:
   hexdump -C $mnt/temperature | head
   python3 -c 'import numpy; a = numpy.memmap("$mnt/temperature", "<f4", mode="r", shape=(24, 90, 180)); print(a[0, 45, :8], a.mean())'   # pip install numpy first
   $ZARRFS_BIN inspect $work/demo.zarr
+  $ZARRFS_BIN cat $work/demo.zarr temperature > /tmp/temperature.f32   # a progress bar on a terminal
   $ZARRFS_BIN umount $mnt
+  mount -t fuse.zarrfs $work/demo.zarr $mnt -o order=F,cache_size=64MiB   # as root, zarrfs on PATH
 EOT

@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests need on a fresh machine (fuse3, libblosc,
-# attr, the Python venvs that write fixtures, GDAL and netCDF-C), writes the fixtures
-# with zarr-python, GDAL and netCDF-C, then runs formatting, lint and every test
-# (mount tests included, for real).
+# The test command: installs what the tests need on a fresh machine (fuse3, attr, the
+# Python venvs that write fixtures, GDAL and netCDF-C, script(1) and man, the user
+# zarrfs-test), writes the fixtures with zarr-python, GDAL and netCDF-C, builds the pip
+# wheel, then runs formatting, lint and every test (mount tests included, for real).
+# No C library is needed to build zarrfs: c-blosc, zstd, lz4, liblzma and libbz2 are
+# built from source by their crates.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 missing=()
 command -v fusermount3 >/dev/null || missing+=(fuse3)
 command -v getfattr >/dev/null || missing+=(attr)
-[ -e /usr/include/blosc.h ] || missing+=(libblosc-dev)
+# The progress bar test runs `zarrfs cat` on a terminal through script(1); the man page
+# test renders the page with man(1).
+command -v script >/dev/null || missing+=(bsdutils)
+command -v man >/dev/null || missing+=(man-db)
+# The wheel test makes a fresh venv.
+/usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || missing+=(python3-venv)
 # Fixtures from the other Zarr writers: GDAL (gdal_translate, python3-gdal) and netCDF-C.
 command -v gdal_translate >/dev/null || missing+=(gdal-bin)
 /usr/bin/python3 -c "from osgeo import gdal" 2>/dev/null || missing+=(python3-gdal)
 { command -v ncgen && command -v nccopy && command -v ncdump; } >/dev/null || missing+=(netcdf-bin)
 # The file views' readers (tests/views.rs, scripts/check_views.py): libtiff's tiffinfo and
-# tiffdump, and a venv of Debian's Python (python3-venv) that sees python3-gdal.
+# tiffdump; their venv of Debian's Python that sees python3-gdal needs python3-venv (above).
 command -v tiffinfo >/dev/null || missing+=(libtiff-tools)
-/usr/bin/python3 -c "import ensurepip" 2>/dev/null || missing+=(python3-venv)
 # The HTTP test server: nginx with WebDAV PROPFIND (tests/remote.rs).
 [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 [ -e /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || missing+=(libnginx-mod-http-dav-ext)
@@ -39,6 +45,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     [ -z "$made_policy" ] || rm -f $policy
 fi
 
+# The unprivileged user of tests/non_root.rs.
+if ! id -u zarrfs-test >/dev/null 2>&1; then
+    echo "test.sh: creating the system user zarrfs-test"
+    useradd --system --no-create-home --shell /usr/sbin/nologin zarrfs-test
+fi
+
 bash scripts/setup_python.sh
 target/venv-zarr3/bin/python scripts/make_fixtures.py target/fixtures
 # The bad-input corpus of tests/hostile.rs: broken and hostile stores (FIFOs and device
@@ -53,6 +65,9 @@ if ! [ -x target/tools/bin/s3s-fs ]; then
     echo "test.sh: installing s3s-fs 0.14.1 into target/tools"
     cargo install --quiet --root target/tools s3s-fs --version 0.14.1 --features binary --locked
 fi
+
+# The pip wheel that tests/wheel.rs installs (maturin in target/venv-wheel).
+bash scripts/build-wheel.sh
 
 cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings

@@ -13,6 +13,7 @@ pub mod inspect;
 pub mod memory;
 pub mod metadata;
 pub mod mount;
+pub mod mount_failure;
 pub mod pool;
 pub mod prefetch;
 pub mod region;

@@ -1,5 +1,10 @@
 //! The zarrfs command line: argument parsing, logging, and calls into the library.
 
+mod args;
+mod docs;
+mod logging;
+mod progress;
+
 use std::io::{BufWriter, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -7,7 +12,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use zarrfs::array::Array;
 use zarrfs::cache::ChunkCache;
@@ -146,6 +151,9 @@ enum Command {
         /// Write a complete file of this format: the flat bytes behind its header.
         #[arg(long = "as", value_enum, default_value = "raw")]
         format: CatFormat,
+        /// No progress bar (shown on stderr when it is a terminal and stdout is not).
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Print a detached header (ENVI, MetaImage, NRRD, GDAL VRT) for the raw file that
     /// `zarrfs cat` writes, so image tools open it with no parameters.
@@ -168,7 +176,9 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         data_file: Option<String>,
     },
-    /// Mount a store: groups become directories, arrays flat read-only files.
+    /// Mount a store: groups become directories, arrays flat read-only files. Also
+    /// `zarrfs STORE MOUNTPOINT -o OPTIONS` (what mount(8) runs for fuse.zarrfs): every
+    /// flag is an -o option too (cache_size=2GiB), mount(8)/fstab options are ignored.
     Mount {
         /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
         store: String,
@@ -193,8 +203,11 @@ enum Command {
         /// --max-requests).
         #[arg(long)]
         threads: Option<usize>,
-        /// FUSE options (allow_other, allow_root, default_permissions, ...) and store
-        /// options (endpoint=..., region=..., allow_http=true, ...).
+        #[command(flatten)]
+        log: logging::LogArgs,
+        /// FUSE options (allow_other, allow_root, default_permissions, ...), store
+        /// options (endpoint=..., region=..., allow_http=true, ...) and any flag above
+        /// as key=value (order=F, cache_size=2GiB, log_file=PATH).
         #[arg(short = 'o', value_delimiter = ',')]
         options: Vec<String>,
     },
@@ -214,6 +227,13 @@ enum Command {
         /// Store options (endpoint=..., region=..., allow_http=true, ...).
         #[arg(short = 'o', value_delimiter = ',')]
         options: Vec<String>,
+    },
+    /// Print the man page (roff): `zarrfs man > zarrfs.1`.
+    Man,
+    /// Print a shell completion script: `zarrfs completions bash > /etc/bash_completion.d/zarrfs`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
 }
 
@@ -252,7 +272,7 @@ fn view_header(
     })
 }
 
-fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat) -> Result<()> {
+fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat, quiet: bool) -> Result<()> {
     let Layout { order, big_endian } = layout;
     let header = match format {
         CatFormat::Raw => Vec::new(),
@@ -292,7 +312,20 @@ fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat) -> Result<()
         .as_fd()
         .try_clone_to_owned()
         .map_err(|e| Error::Invalid(format!("stdout: {e}")))?;
-    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
+    let file = BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
+    let total = match array.meta.dtype.size() {
+        Some(item) if !array.meta.dtype.is_var() => array
+            .meta
+            .shape
+            .iter()
+            .try_fold(item as u64, |n, &d| n.checked_mul(d))
+            .and_then(|n| n.checked_add(header.len() as u64)),
+        _ => None,
+    };
+    let mut out = progress::Counting {
+        inner: file,
+        bar: progress::bar(total, quiet),
+    };
     out.write_all(&header).map_err(output_error)?;
     if array.meta.dtype.is_var() {
         write_var_lines(&array, &cache, order, &mut out)?;
@@ -302,7 +335,9 @@ fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat) -> Result<()
             .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE));
         view.write_all(&mut out, 8 << 20)?;
     }
-    out.flush().map_err(output_error)
+    out.flush().map_err(output_error)?;
+    out.finish();
+    Ok(())
 }
 
 fn order_of(order: OrderArg) -> Order {
@@ -331,6 +366,7 @@ fn run(cli: Cli) -> Result<()> {
             cache_size,
             views,
             threads,
+            log: _,
             options,
         } => {
             let (store_options, fuse_options) = zarrfs::mount::split_options(&options);
@@ -367,9 +403,10 @@ fn run(cli: Cli) -> Result<()> {
             store_args,
             options,
             format,
+            quiet,
         } => {
             let h = open(&store, &store_args, &options)?;
-            cat(h, &path, layout_of(order, endian), format)
+            cat(h, &path, layout_of(order, endian), format, quiet)
         }
         Command::Header {
             store,
@@ -413,17 +450,56 @@ fn run(cli: Cli) -> Result<()> {
             };
             writeln!(out, "{text}").map_err(output_error)
         }
+        Command::Man => {
+            let page = docs::man_page(Cli::command()).map_err(output_error)?;
+            std::io::stdout().write_all(&page).map_err(output_error)
+        }
+        Command::Completions { shell } => {
+            let script = docs::completions(Cli::command(), shell);
+            std::io::stdout().write_all(&script).map_err(output_error)
+        }
     }
 }
 
+/// Sets up logging for `cli`: a mount daemon in the background logs to its log file or
+/// syslog, everything else to stderr.
+fn init_logging(cli: &Cli) -> Result<()> {
+    let (log, foreground) = match &cli.command {
+        Command::Mount {
+            log, foreground, ..
+        } => (log.clone(), *foreground),
+        _ => (logging::LogArgs::default(), true),
+    };
+    let sink = match (&log.log_file, foreground, zarrfs::mount::is_daemon()) {
+        (Some(path), true, _) | (Some(path), false, true) => logging::Sink::File(path),
+        (Some(path), false, false) => {
+            // The starting process logs to the terminal; the file is checked now.
+            logging::open_log(path).map_err(Error::Invalid)?;
+            logging::Sink::Stderr
+        }
+        (None, false, true) => logging::Sink::Syslog,
+        (None, _, _) => logging::Sink::Stderr,
+    };
+    logging::init(sink, log.log_level).map_err(Error::Invalid)
+}
+
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format_timestamp_millis()
-        .init();
+    // `zarrfs STORE DIR -o OPTIONS` (mount(8), fstab) into `zarrfs mount ...`.
+    let argv = match args::normalize(std::env::args_os().collect(), &Cli::command()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("zarrfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(argv);
+    if let Err(e) = init_logging(&cli) {
+        eprintln!("zarrfs: {e}");
+        return ExitCode::FAILURE;
+    }
     // A panic (a bug; bad input is an error) is one log line. On a worker the request
     // fails and the daemon goes on (see zarrfs::pool); here the command exits 1.
     std::panic::set_hook(Box::new(|info| log::error!("internal error: {info}")));
-    let cli = Cli::parse();
     let result = std::panic::catch_unwind(|| run(cli)).unwrap_or_else(|panic| {
         Err(Error::Invalid(format!(
             "internal error: {}",

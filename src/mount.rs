@@ -177,14 +177,10 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
             mp.display()
         )));
     }
-    if let Err(e) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-    {
-        return Err(Error::Invalid(format!(
-            "/dev/fuse: {e} (is the fuse module loaded?)"
-        )));
+    // No check that opens /dev/fuse here: a normal user mounts through fusermount3. A
+    // failed mount says why (crate::mount_failure).
+    if let Some(message) = crate::mount_failure::check_allow_other(&cfg.options) {
+        return Err(Error::Invalid(message));
     }
     Ok((abs, hierarchy))
 }
@@ -211,12 +207,12 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         .after_init(move || raise_readahead(&ra_mountpoint, READAHEAD_KIB));
     let options = mount_options(&cfg.store, &cfg.options);
     let mut session = fuser::Session::new(adapter, &mountpoint, &options)
-        .map_err(|e| Error::Invalid(format!("mount {}: {e}", mountpoint.display())))?;
+        .map_err(|e| Error::Invalid(crate::mount_failure::explain(&mountpoint, &e)))?;
     log::info!("mounted {} at {}", cfg.store, mountpoint.display());
     if std::env::var_os(READY_ENV).is_some() {
         let mut out = std::io::stdout();
         let _ = writeln!(out, "ready").and_then(|_| out.flush());
-        detach_stdout();
+        detach_output();
     }
     let mut unmounter = session.unmount_callable();
     let signal_mountpoint = mountpoint.clone();
@@ -249,12 +245,21 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
 /// Start this program again in the background and wait until it reports the mount up.
 fn spawn_daemon(mountpoint: &Path) -> Result<()> {
     let exe = std::env::current_exe().map_err(|e| Error::Invalid(format!("current exe: {e}")))?;
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    command
         .args(std::env::args_os().skip(1))
         .env(READY_ENV, "1")
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .process_group(0)
+        .stdout(Stdio::piped());
+    // SAFETY: setsid is async-signal-safe. The daemon leaves the terminal's session, so
+    // closing the terminal does not reach it.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = command
         .spawn()
         .map_err(|e| Error::Invalid(format!("start daemon: {e}")))?;
     let mut line = String::new();
@@ -273,12 +278,24 @@ fn spawn_daemon(mountpoint: &Path) -> Result<()> {
     )))
 }
 
-fn detach_stdout() {
+/// Let go of the stdout and stderr the daemon was started with: whoever started it
+/// (a shell pipe, mount(8) through mount.fuse3) waits for them to close. The log goes to
+/// a file or syslog (see the CLI's logging).
+fn detach_output() {
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
         use std::os::fd::AsRawFd;
-        // SAFETY: dup2 onto our own stdout descriptor.
-        unsafe { libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO) };
+        // SAFETY: dup2 onto our own stdout and stderr descriptors.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO);
+            libc::dup2(null.as_raw_fd(), libc::STDERR_FILENO);
+        }
     }
+}
+
+/// Whether this process is the background daemon started by `zarrfs mount` (it logs to
+/// a file or syslog, since it lets go of stderr once mounted).
+pub fn is_daemon() -> bool {
+    std::env::var_os(READY_ENV).is_some()
 }
 
 fn signal_set() -> libc::sigset_t {

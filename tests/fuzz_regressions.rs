@@ -147,8 +147,23 @@ fn blosc_header_claiming_two_gib_fails_without_allocating_them() {
     chunk.extend([0u8; 4]);
     let err = decode_uint8(&BIG, codecs.clone(), &chunk).expect_err("a lying header fails");
     assert!(err.to_string().contains("blosc"), "{err}");
-    let good = blosc::Context::new().compress(&[5u8; 4096][..]);
-    let data = decode_uint8(&[4096], codecs, good.as_ref()).unwrap();
+    // An honest chunk, compressed by c-blosc through the chain's encoder.
+    let specs: Vec<CodecSpec> = codecs
+        .as_array()
+        .expect("codecs are a list")
+        .iter()
+        .map(|c| CodecSpec::from_v3(c, "test").expect("codec entry"))
+        .collect();
+    let repr = ChunkRepr {
+        shape: vec![4096],
+        dtype: DataType::UInt(1),
+        fill: FillValue::Fixed(vec![0]),
+    };
+    let chain = CodecChain::build(&specs, &repr).expect("chain builds");
+    let good = chain
+        .encode(ChunkData::Fixed(vec![5u8; 4096]))
+        .expect("blosc encodes");
+    let data = decode_uint8(&[4096], codecs, &good).unwrap();
     assert_eq!(data, ChunkData::Fixed(vec![5u8; 4096]));
 }
 

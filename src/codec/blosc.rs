@@ -1,5 +1,9 @@
-//! The blosc codec (v3 `blosc`, numcodecs `blosc`) through c-blosc: every cname and
-//! shuffle mode; the header gives the decoded size, checked before decompressing.
+//! The blosc codec (v3 `blosc`, numcodecs `blosc`) through c-blosc, built from source by
+//! `blosc-src` and called through its C API: every cname built in (blosclz, lz4, lz4hc,
+//! zlib, zstd; not snappy) and every shuffle mode; the header gives the decoded size,
+//! checked before decompressing.
+
+use std::ffi::CStr;
 
 use serde_json::Value;
 
@@ -7,48 +11,59 @@ use super::{check_len, BytesToBytes, ChunkRepr};
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::CodecSpec;
 
-// c-blosc's decompressor into a caller's buffer; the library is linked through the blosc
-// crate (blosc-sys), which does not re-export it.
-extern "C" {
-    fn blosc_decompress_ctx(
-        src: *const libc::c_void,
-        dest: *mut libc::c_void,
-        destsize: libc::size_t,
-        numinternalthreads: libc::c_int,
-    ) -> libc::c_int;
+/// The shuffle filter applied before compressing; decoding reads it from each header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shuffle {
+    None,
+    Byte,
+    Bit,
+}
+
+impl Shuffle {
+    fn code(self) -> libc::c_int {
+        let code = match self {
+            Shuffle::None => blosc_src::BLOSC_NOSHUFFLE,
+            Shuffle::Byte => blosc_src::BLOSC_SHUFFLE,
+            Shuffle::Bit => blosc_src::BLOSC_BITSHUFFLE,
+        };
+        code as libc::c_int
+    }
 }
 
 pub struct Blosc {
-    cname: blosc::Compressor,
-    clevel: blosc::Clevel,
-    shuffle: blosc::ShuffleMode,
+    /// c-blosc's name of the compressor, NUL-terminated.
+    cname: &'static CStr,
+    clevel: libc::c_int,
+    shuffle: Shuffle,
     typesize: usize,
+}
+
+/// The compressors of this build of c-blosc, by the names metadata uses.
+fn compressor(name: &str) -> Option<&'static CStr> {
+    let bytes: &'static [u8] = match name {
+        "blosclz" => blosc_src::BLOSC_BLOSCLZ_COMPNAME,
+        "lz4" => blosc_src::BLOSC_LZ4_COMPNAME,
+        "lz4hc" => blosc_src::BLOSC_LZ4HC_COMPNAME,
+        "zlib" => blosc_src::BLOSC_ZLIB_COMPNAME,
+        "zstd" => blosc_src::BLOSC_ZSTD_COMPNAME,
+        _ => return None,
+    };
+    CStr::from_bytes_with_nul(bytes).ok()
 }
 
 impl Blosc {
     pub fn build(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Blosc> {
         let c = &spec.config;
-        let cname = match c.get("cname").and_then(Value::as_str).unwrap_or("lz4") {
-            "blosclz" => blosc::Compressor::BloscLZ,
-            "lz4" => blosc::Compressor::LZ4,
-            "lz4hc" => blosc::Compressor::LZ4HC,
-            "snappy" => blosc::Compressor::Snappy,
-            "zlib" => blosc::Compressor::Zlib,
-            "zstd" => blosc::Compressor::Zstd,
-            other => return Err(Error::unsupported("", format!("blosc cname {other:?}"))),
-        };
-        let clevel = match c.get("clevel").and_then(Value::as_u64).unwrap_or(5) {
-            0 => blosc::Clevel::None,
-            1 => blosc::Clevel::L1,
-            2 => blosc::Clevel::L2,
-            3 => blosc::Clevel::L3,
-            4 => blosc::Clevel::L4,
-            5 => blosc::Clevel::L5,
-            6 => blosc::Clevel::L6,
-            7 => blosc::Clevel::L7,
-            8 => blosc::Clevel::L8,
-            _ => blosc::Clevel::L9,
-        };
+        let name = c.get("cname").and_then(Value::as_str).unwrap_or("lz4");
+        let cname = compressor(name).ok_or_else(|| {
+            let why = if name == "snappy" {
+                "blosc cname \"snappy\" (not built in)".to_string()
+            } else {
+                format!("blosc cname {name:?}")
+            };
+            Error::unsupported("", why)
+        })?;
+        let clevel = c.get("clevel").and_then(Value::as_u64).unwrap_or(5).min(9) as libc::c_int;
         let typesize = c
             .get("typesize")
             .and_then(Value::as_u64)
@@ -70,8 +85,8 @@ impl Blosc {
 /// (`"noshuffle"`, `"shuffle"`, `"bitshuffle"`) or GDAL (`"NONE"`, `"BYTE"`, `"BIT"`)
 /// write it; strings in any case. Absent or null: byte shuffle, numcodecs' default.
 /// Decoding reads the mode from each chunk's header; this one is for encoding.
-fn shuffle_mode(value: Option<&Value>, typesize: usize) -> Result<blosc::ShuffleMode> {
-    use blosc::ShuffleMode::{Bit, Byte, None as NoShuffle};
+fn shuffle_mode(value: Option<&Value>, typesize: usize) -> Result<Shuffle> {
+    use Shuffle::{Bit, Byte, None as NoShuffle};
     let mode = match value {
         None | Some(Value::Null) => Some(Byte),
         Some(Value::Number(n)) => match n.as_i64() {
@@ -96,23 +111,32 @@ fn shuffle_mode(value: Option<&Value>, typesize: usize) -> Result<blosc::Shuffle
     })
 }
 
+/// The decoded size a blosc buffer declares, once its header has been checked against
+/// the buffer's length.
+fn validated_size(bytes: &[u8]) -> Option<usize> {
+    let mut size = 0usize;
+    // SAFETY: c-blosc reads at most `bytes.len()` bytes of the buffer and writes `size`.
+    let rc =
+        unsafe { blosc_src::blosc_cbuffer_validate(bytes.as_ptr().cast(), bytes.len(), &mut size) };
+    (rc == 0).then_some(size)
+}
+
 impl BytesToBytes for Blosc {
     fn decode(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
-        // validate() checks the header against the buffer length and gives the decoded size.
-        let size = blosc::validate(&bytes).map_err(|_| corrupt("blosc: invalid header"))?;
+        let size = validated_size(&bytes).ok_or_else(|| corrupt("blosc: invalid header"))?;
         check_len(size, limit, "blosc")?;
         if size == 0 {
             return Ok(Vec::new());
         }
-        // The size comes from the header: reserved fallibly (blosc::decompress_bytes
-        // would allocate it infallibly, before finding out that the header lies).
+        // The size comes from the header: reserved fallibly, before finding out whether
+        // the header lies.
         let mut out: Vec<u8> = Vec::new();
         out.try_reserve_exact(size)
             .map_err(|_| corrupt(format!("blosc: out of memory for {size} bytes")))?;
         // SAFETY: `out` has room for `size` bytes and blosc writes at most `destsize`;
         // the header was validated against the buffer length above.
         let n = unsafe {
-            blosc_decompress_ctx(bytes.as_ptr().cast(), out.as_mut_ptr().cast(), size, 1)
+            blosc_src::blosc_decompress_ctx(bytes.as_ptr().cast(), out.as_mut_ptr().cast(), size, 1)
         };
         if n < 0 || n as usize != size {
             return Err(corrupt("blosc: decompression failed"));
@@ -123,17 +147,37 @@ impl BytesToBytes for Blosc {
     }
 
     fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
-        let ctx = blosc::Context::new()
-            .compressor(self.cname)
-            .map_err(|_| Error::unsupported("", "blosc compressor not built in"))?
-            .clevel(self.clevel)
-            .shuffle(self.shuffle)
-            .typesize(Some(self.typesize));
-        Ok(ctx.compress(&bytes).into())
+        let room = self.max_encoded_len(bytes.len());
+        let mut out: Vec<u8> = Vec::with_capacity(room);
+        // SAFETY: `out` has room for `room` bytes, at least the input plus c-blosc's
+        // maximum overhead, and blosc writes at most `destsize`.
+        let n = unsafe {
+            blosc_src::blosc_compress_ctx(
+                self.clevel,
+                self.shuffle.code(),
+                self.typesize,
+                bytes.len(),
+                bytes.as_ptr().cast(),
+                out.as_mut_ptr().cast(),
+                room,
+                self.cname.as_ptr(),
+                0,
+                1,
+            )
+        };
+        if n <= 0 {
+            return Err(Error::Invalid(format!(
+                "blosc: compression with {:?} failed ({n})",
+                self.cname
+            )));
+        }
+        // SAFETY: blosc wrote `n` bytes, at most `room`.
+        unsafe { out.set_len(n as usize) };
+        Ok(out)
     }
 
     fn max_encoded_len(&self, decoded: usize) -> usize {
-        decoded.saturating_add(16 + decoded / 16)
+        decoded.saturating_add(blosc_src::BLOSC_MAX_OVERHEAD as usize + decoded / 16)
     }
 }
 
@@ -174,7 +218,7 @@ mod tests {
 
     #[test]
     fn shuffle_is_read_from_numbers_and_strings_in_any_case() {
-        use blosc::ShuffleMode::{Bit, Byte, None as NoShuffle};
+        use Shuffle::{Bit, Byte, None as NoShuffle};
         let mode = |v: Value, typesize| shuffle_mode(Some(&v), typesize);
         for (v, want) in [
             (json!(0), NoShuffle),

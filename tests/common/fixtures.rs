@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::mount::Mount;
+use super::mount::{array_file, Mount};
 use super::{sha256, Manifest};
 
 /// Arrays whose codecs zarrfs does not implement: their reads fail with EIO.
@@ -65,10 +65,22 @@ pub fn check_arrays(
     label: &str,
     vlen_label: &str,
 ) -> Vec<String> {
+    check_arrays_at(m, store, &mount.mountpoint, label, vlen_label)
+}
+
+/// Read every array of `store` through a mount at `mountpoint`, made by anyone (mount(8),
+/// another user); compare with `label`'s hash.
+pub fn check_arrays_at(
+    m: &Manifest,
+    store: &str,
+    mountpoint: &Path,
+    label: &str,
+    vlen_label: &str,
+) -> Vec<String> {
     let mut failures = Vec::new();
     for entry in arrays_of(m, store) {
         let path = entry["path"].as_str().unwrap_or("");
-        let file = mount.array(m, store, path);
+        let file = array_file(m, store, path, mountpoint);
         let result = std::fs::read(&file);
         if is_unsupported(entry) {
             match result {

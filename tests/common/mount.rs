@@ -77,14 +77,23 @@ pub struct Mount {
 impl Mount {
     pub fn new(store: &Path, args: &[&str]) -> Mount {
         let (dir, mountpoint, log) = mount_dir("mnt");
+        // The daemon logs to --log-file once in the background; startup errors come on
+        // stderr, appended to the same file.
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log");
         let status = Command::new(zarrfs())
             .arg("mount")
             .arg(store)
             .arg(&mountpoint)
+            .arg("--log-file")
+            .arg(&log)
             .args(args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log"))
+            .stderr(stderr)
             .status()
             .expect("run zarrfs mount");
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -323,4 +332,46 @@ pub fn peak_rss(pid: u32) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// The processes whose command line has `mountpoint` as an argument (the daemon of a
+/// background mount, whoever started it): their PIDs, for inspection only.
+pub fn processes_naming(mountpoint: &Path) -> Vec<u32> {
+    let want = mountpoint.as_os_str().as_encoded_bytes();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == want))
+        })
+        .collect()
+}
+
+/// Where descriptor `fd` of process `pid` leads (`/dev/null`, a pipe, a file).
+pub fn fd_target(pid: u32, fd: u32) -> String {
+    std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Fails unless the daemon of the mount at `mountpoint` has let go of the stdout and
+/// stderr it was started with (both /dev/null): whoever started it may wait for them.
+pub fn assert_daemon_detached(mountpoint: &Path) {
+    let pids: Vec<u32> = processes_naming(mountpoint)
+        .into_iter()
+        .filter(|&pid| pid != std::process::id())
+        .collect();
+    assert!(!pids.is_empty(), "no daemon names {}", mountpoint.display());
+    for pid in pids {
+        for fd in [1, 2] {
+            assert_eq!(
+                fd_target(pid, fd),
+                "/dev/null",
+                "daemon {pid} still holds descriptor {fd}"
+            );
+        }
+    }
 }
