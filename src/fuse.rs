@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::fs::{Attr, FileKind, ZarrFs};
 use crate::pool::{FairPool, Pool};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
     ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
@@ -35,9 +35,34 @@ thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// How file reads reach the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoMode {
+    /// Through the kernel page cache (kept between opens): kernel readahead, and re-reads
+    /// that never reach the daemon.
+    #[default]
+    Cache,
+    /// Each read straight into the reader's buffer (one copy instead of two); the daemon
+    /// reads ahead for sequential readers. `mmap` still goes through the page cache.
+    Direct,
+}
+
+impl std::str::FromStr for IoMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<IoMode, String> {
+        match s {
+            "cache" => Ok(IoMode::Cache),
+            "direct" => Ok(IoMode::Direct),
+            other => Err(format!("unknown io mode {other:?}: cache or direct")),
+        }
+    }
+}
+
 /// The FUSE side of a mount.
 pub struct FuseAdapter {
     fs: Arc<ZarrFs>,
+    io: IoMode,
     reads: Arc<FairPool>,
     meta: Pool,
     owner: Owner,
@@ -95,9 +120,10 @@ macro_rules! read_only {
 
 impl FuseAdapter {
     /// An adapter whose reads run on `threads` workers per file (plus spares).
-    pub fn new(fs: Arc<ZarrFs>, threads: usize) -> FuseAdapter {
+    pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode) -> FuseAdapter {
         FuseAdapter {
             fs,
+            io,
             reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
             meta: Pool::new(META_THREADS, "lookup"),
             owner: Owner {
@@ -148,6 +174,12 @@ impl Filesystem for FuseAdapter {
         // never throttled before the queue is full.
         let _ = config.set_max_background(MAX_BACKGROUND);
         let _ = config.set_congestion_threshold(MAX_BACKGROUND);
+        if self.io == IoMode::Direct {
+            // mmap of a direct-IO file goes through the page cache (kernel 6.6 and later).
+            if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+                log::warn!("direct IO: the kernel lacks {missing:?}; mmap of array files fails");
+            }
+        }
         Ok(())
     }
 
@@ -170,9 +202,13 @@ impl Filesystem for FuseAdapter {
         if flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0 {
             return reply.error(Errno::EROFS);
         }
+        let flags = match self.io {
+            IoMode::Cache => FopenFlags::FOPEN_KEEP_CACHE,
+            IoMode::Direct => FopenFlags::FOPEN_DIRECT_IO,
+        };
         self.meta(move |fs, _| {
             reply!(reply, "open", fs.open(ino.0), |_v| reply
-                .opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE))
+                .opened(FileHandle(0), flags))
         })
     }
 
@@ -280,6 +316,21 @@ impl Filesystem for FuseAdapter {
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
         reply.ok()
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        // Array files are not terminals or devices (isatty asks this way).
+        reply.error(Errno::ENOTTY)
     }
 
     fn lseek(

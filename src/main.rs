@@ -14,6 +14,7 @@ use zarrfs::cache::ChunkCache;
 use zarrfs::error::output_error;
 use zarrfs::fs::views::{self, ViewKind, ViewSet};
 use zarrfs::fs::FsOptions;
+use zarrfs::fuse::IoMode;
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::metadata::ArrayMetadata;
 use zarrfs::mount::MountConfig;
@@ -72,6 +73,10 @@ struct StoreArgs {
     /// The disk cache's budget: bytes, or with a unit (20GiB); oldest entries go first.
     #[arg(long, default_value = "10GiB", value_parser = zarrfs::mount::parse_size)]
     disk_cache_size: usize,
+}
+
+fn parse_io(s: &str) -> std::result::Result<IoMode, String> {
+    s.parse()
 }
 
 fn parse_views(s: &str) -> std::result::Result<ViewSet, String> {
@@ -189,6 +194,10 @@ enum Command {
         /// vrt, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr, NAME.vrt).
         #[arg(long, default_value = "raw", value_parser = parse_views)]
         views: ViewSet,
+        /// How reads reach the daemon: through the kernel page cache (cache), or straight
+        /// into the reader's buffer with readahead in the daemon (direct).
+        #[arg(long, default_value = "cache", value_parser = parse_io)]
+        io: IoMode,
         /// Worker threads for reads (default: the number of cores; for a remote store,
         /// --max-requests).
         #[arg(long)]
@@ -330,6 +339,7 @@ fn run(cli: Cli) -> Result<()> {
             endian,
             cache_size,
             views,
+            io,
             threads,
             options,
         } => {
@@ -350,6 +360,7 @@ fn run(cli: Cli) -> Result<()> {
                     views,
                 },
                 threads,
+                io,
                 options: fuse_options,
             })
         }

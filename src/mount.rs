@@ -10,7 +10,7 @@ use std::sync::Arc;
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::fs::{FsOptions, ZarrFs};
-use crate::fuse::FuseAdapter;
+use crate::fuse::{FuseAdapter, IoMode};
 use crate::hierarchy::Hierarchy;
 use crate::prefetch::PREFETCH_PER_CORE;
 use crate::store::StoreConfig;
@@ -35,6 +35,8 @@ pub struct MountConfig {
     pub fs: FsOptions,
     /// Read worker threads; default: what the store can use at once.
     pub threads: Option<usize>,
+    /// Page-cache or direct-IO reads.
+    pub io: IoMode,
     /// FUSE mount options.
     pub options: Vec<String>,
 }
@@ -226,7 +228,7 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         cfg.fs.prefetch_threads = threads * PREFETCH_PER_CORE;
     }
     let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs, &name));
-    let adapter = FuseAdapter::new(fs, threads);
+    let adapter = FuseAdapter::new(fs, threads, cfg.io);
     let config = session_config(&cfg.store, &cfg.options, request_loops());
     let mut session = fuser::Session::new(adapter, &mountpoint, &config)
         .map_err(|e| Error::Invalid(format!("mount {}: {e}", mountpoint.display())))?;

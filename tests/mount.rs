@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::fixtures::{arrays_of, check_store, is_unsupported, stores};
 use common::mount::{
-    mounted, pread_full, run_python, test_python, umount, wait_until, Lcg, Mount, Unmount,
+    io_args, mounted, pread_full, run_python, test_python, umount, wait_until, Lcg, Mount, Unmount,
 };
 use common::{cat, copy_dir, sha256, zarrfs, Manifest, TempDir};
 use serde_json::Value;
@@ -464,6 +464,7 @@ fn foreground_mount(tag: &str) -> (TempDir, PathBuf, std::process::Child) {
         .arg("-f")
         .arg(m.store_dir("v3_consolidated"))
         .arg(&mp)
+        .args(io_args())
         .stderr(std::fs::File::create(tmp.path().join("log")).expect("log"))
         .spawn()
         .expect("spawn zarrfs mount -f");
