@@ -10,12 +10,13 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Error;
 use crate::fs::{Attr, FileKind, ZarrFs};
+use crate::materialize::{Materializer, Opened, PASSTHROUGH_FH};
 use crate::pool::{FairPool, Pool};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 /// Entries and attributes never change while mounted.
@@ -23,6 +24,9 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// Threads answering lookups, attributes, listings and xattrs.
 const META_THREADS: usize = 2;
+
+/// Whether a file is served by the kernel from a backing file (see [`crate::materialize`]).
+const MATERIALIZED_XATTR: &str = "user.zarrfs.materialized";
 
 /// Requests the kernel keeps in flight (background reads, readahead) before it throttles.
 const MAX_BACKGROUND: u16 = 64;
@@ -63,6 +67,7 @@ impl std::str::FromStr for IoMode {
 pub struct FuseAdapter {
     fs: Arc<ZarrFs>,
     io: IoMode,
+    materializer: Arc<Materializer<BackingId>>,
     reads: Arc<FairPool>,
     meta: Pool,
     owner: Owner,
@@ -120,8 +125,10 @@ macro_rules! read_only {
 
 impl FuseAdapter {
     /// An adapter whose reads run on `threads` workers per file (plus spares).
-    pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode) -> FuseAdapter {
+    /// `materialize`: the budget of files served by the kernel (0: off).
+    pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode, materialize: u64) -> FuseAdapter {
         FuseAdapter {
+            materializer: Materializer::new(fs.clone(), materialize),
             fs,
             io,
             reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
@@ -174,6 +181,22 @@ impl Filesystem for FuseAdapter {
         // never throttled before the queue is full.
         let _ = config.set_max_background(MAX_BACKGROUND);
         let _ = config.set_congestion_threshold(MAX_BACKGROUND);
+        if self.materializer.enabled() {
+            // SAFETY: geteuid cannot fail.
+            if unsafe { libc::geteuid() } != 0 {
+                self.materializer
+                    .disable("backing files need root (CAP_SYS_ADMIN)");
+            } else if config
+                .add_capabilities(InitFlags::FUSE_PASSTHROUGH)
+                .is_err()
+            {
+                self.materializer
+                    .disable("the kernel offers no FUSE passthrough");
+            } else {
+                // Backing files on a plain filesystem (a memfd) under this one.
+                let _ = config.set_max_stack_depth(1);
+            }
+        }
         if self.io == IoMode::Direct {
             // mmap of a direct-IO file goes through the page cache (kernel 6.6 and later).
             if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
@@ -206,10 +229,33 @@ impl Filesystem for FuseAdapter {
             IoMode::Cache => FopenFlags::FOPEN_KEEP_CACHE,
             IoMode::Direct => FopenFlags::FOPEN_DIRECT_IO,
         };
+        let materializer = self.materializer.clone();
         self.meta(move |fs, _| {
-            reply!(reply, "open", fs.open(ino.0), |_v| reply
-                .opened(FileHandle(0), flags))
+            reply!(reply, "open", fs.open(ino.0), |_v| {
+                match materializer.open(ino.0, |file| reply.open_backing(file)) {
+                    Opened::Passthrough(id) => reply.opened_passthrough(
+                        FileHandle(PASSTHROUGH_FH),
+                        FopenFlags::empty(),
+                        &id,
+                    ),
+                    Opened::Daemon => reply.opened(FileHandle(0), flags),
+                }
+            })
         })
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.materializer.release(ino.0, fh.0);
+        reply.ok()
     }
 
     fn read(
@@ -223,12 +269,20 @@ impl Filesystem for FuseAdapter {
         _lock: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let fs = self.fs.clone();
+        let (fs, materializer) = (self.fs.clone(), self.materializer.clone());
         let ino = ino.0;
         self.reads.run(ino, move || {
+            let served = |n: usize| {
+                if materializer.enabled() && fs.reaches_end(ino, offset, n) {
+                    materializer.read_to_end(ino);
+                }
+            };
             // A range inside one cached unit goes out as it is, without a copy.
             match fs.read_in_place(ino, offset, size as usize) {
-                Ok(Some(slice)) => return reply.data(slice.bytes()),
+                Ok(Some(slice)) => {
+                    served(slice.bytes().len());
+                    return reply.data(slice.bytes());
+                }
                 Ok(None) => {}
                 Err(e) => return reply.error(errno("read", &e)),
             }
@@ -237,7 +291,10 @@ impl Filesystem for FuseAdapter {
                 buf.resize(buf.len().max(size as usize), 0);
                 let buf = &mut buf[..size as usize];
                 let result = fs.read_into(ino, offset, buf);
-                reply!(reply, "read", result, |n| reply.data(&buf[..n]))
+                reply!(reply, "read", result, |n| {
+                    served(n);
+                    reply.data(&buf[..n])
+                })
             })
         });
     }
@@ -255,6 +312,9 @@ impl Filesystem for FuseAdapter {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.to_string_lossy().into_owned();
+        if name == MATERIALIZED_XATTR {
+            return xattr_reply(reply, size, self.materializer.describe(ino.0).as_bytes());
+        }
         self.meta(move |fs, _| {
             reply!(reply, "getxattr", fs.getxattr(ino.0, &name), |value| {
                 xattr_reply(reply, size, &value)

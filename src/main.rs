@@ -75,6 +75,18 @@ struct StoreArgs {
     disk_cache_size: usize,
 }
 
+/// `--materialize`: a budget, or the default.
+#[derive(Clone, Copy)]
+struct Materialize(Option<u64>);
+
+fn parse_materialize(s: &str) -> std::result::Result<Materialize, String> {
+    match s {
+        "auto" => Ok(Materialize(None)),
+        "off" | "no" => Ok(Materialize(Some(0))),
+        size => zarrfs::mount::parse_size(size).map(|n| Materialize(Some(n as u64))),
+    }
+}
+
 fn parse_io(s: &str) -> std::result::Result<IoMode, String> {
     s.parse()
 }
@@ -198,6 +210,12 @@ enum Command {
         /// into the reader's buffer with readahead in the daemon (direct).
         #[arg(long, default_value = "cache", value_parser = parse_io)]
         io: IoMode,
+        /// Serve arrays read through once (or opened again) from a decoded copy in memory
+        /// by the kernel (FUSE passthrough), within this budget: bytes with a unit, `off`,
+        /// or `auto` (as root on a kernel with passthrough: a quarter of the memory, at
+        /// most 4 GiB).
+        #[arg(long, default_value = "auto", value_parser = parse_materialize)]
+        materialize: Materialize,
         /// Worker threads for reads (default: the number of cores; for a remote store,
         /// --max-requests).
         #[arg(long)]
@@ -340,6 +358,7 @@ fn run(cli: Cli) -> Result<()> {
             cache_size,
             views,
             io,
+            materialize,
             threads,
             options,
         } => {
@@ -361,6 +380,7 @@ fn run(cli: Cli) -> Result<()> {
                 },
                 threads,
                 io,
+                materialize: materialize.0,
                 options: fuse_options,
             })
         }

@@ -37,6 +37,9 @@ pub struct MountConfig {
     pub threads: Option<usize>,
     /// Page-cache or direct-IO reads.
     pub io: IoMode,
+    /// The budget of arrays served by the kernel from backing files (0: off; `None`:
+    /// [`default_materialize`]).
+    pub materialize: Option<u64>,
     /// FUSE mount options.
     pub options: Vec<String>,
 }
@@ -155,6 +158,25 @@ fn is_mounted(path: &Path) -> bool {
     mounted_device(path).is_some()
 }
 
+/// The default budget of materialized arrays: a quarter of the memory, at most 4 GiB,
+/// when running as root (the only case the kernel allows backing files).
+pub fn default_materialize() -> u64 {
+    // SAFETY: geteuid and sysconf only read process and system facts.
+    let (root, pages, page) = unsafe {
+        (
+            libc::geteuid() == 0,
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let memory = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
+    if root {
+        (memory / 4).min(4 << 30)
+    } else {
+        0
+    }
+}
+
 /// Loops reading requests from the kernel: one per core (requests are answered on the
 /// worker pools of [`FuseAdapter`], so these only receive and dispatch).
 fn request_loops() -> usize {
@@ -228,7 +250,8 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         cfg.fs.prefetch_threads = threads * PREFETCH_PER_CORE;
     }
     let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs, &name));
-    let adapter = FuseAdapter::new(fs, threads, cfg.io);
+    let materialize = cfg.materialize.unwrap_or_else(default_materialize);
+    let adapter = FuseAdapter::new(fs, threads, cfg.io, materialize);
     let config = session_config(&cfg.store, &cfg.options, request_loops());
     let mut session = fuser::Session::new(adapter, &mountpoint, &config)
         .map_err(|e| Error::Invalid(format!("mount {}: {e}", mountpoint.display())))?;
