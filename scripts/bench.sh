@@ -23,6 +23,9 @@
 #           user.zarrfs.bytes_fetched; "n/a" when the mount has none)
 #        g  `ls -lR` and `find -type f | wc -l` on the mounted 10k hierarchy against
 #           `find` on the store folder
+#        i  decode limit, direct-IO reads, materialized warm re-reads, eight concurrent
+#           readers in each mode against eight `zarrfs cat` (scripts/bench_io.sh;
+#           BENCH_IO=0 skips it)
 #        r  remote: the arrays served by s3s-fs behind a proxy adding 20 ms per
 #           request (scripts/bench_remote.sh; BENCH_REMOTE=0 skips it)
 #   5. scripts/bench_report.py prints the table with the acceptance ratios (PASS/FAIL)
@@ -128,7 +131,9 @@ fresh_mount() {
     shift 2
     unmount "$mnt"
     mkdir -p "$mnt"
-    timeout 120 "$zarrfs" mount "$store" "$mnt" --cache-size "$cache_size" \
+    # Materialization is off unless a measurement asks for it: it decodes arrays read
+    # through once again in the background, which would load the runs that follow.
+    timeout 120 "$zarrfs" mount "$store" "$mnt" --cache-size "$cache_size" --materialize off \
         --log-file "$daemon_log" "$@" </dev/null >/dev/null 2>>"$daemon_log" \
         || die "zarrfs mount $store $mnt failed; see $daemon_log"
 }
@@ -305,6 +310,12 @@ for r in $(seq "$repeat"); do
     timed g.ls_store_warm ls_tree "$small"
 done
 rm -f "$count_file"
+
+# ---------------------------------------------------------------- io modes (i)
+if [ "${BENCH_IO:-1}" != 0 ]; then
+    # shellcheck source=scripts/bench_io.sh
+    source scripts/bench_io.sh
+fi
 
 # ---------------------------------------------------------------- remote (r)
 if [ "${BENCH_REMOTE:-1}" != 0 ]; then

@@ -10,21 +10,26 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Error;
 use crate::fs::{Attr, FileKind, ZarrFs};
+use crate::materialize::{Materializer, Opened, PASSTHROUGH_FH};
 use crate::pool::{FairPool, Pool};
-use fuser::consts::FOPEN_KEEP_CACHE;
 use fuser::{
-    FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow,
+    BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 /// Entries and attributes never change while mounted.
 const TTL: Duration = Duration::from_secs(24 * 3600);
 
-type Job = Box<dyn FnOnce() + Send>;
-
 /// Threads answering lookups, attributes, listings and xattrs.
 const META_THREADS: usize = 2;
+
+/// Whether a file is served by the kernel from a backing file (see [`crate::materialize`]).
+const MATERIALIZED_XATTR: &str = "user.zarrfs.materialized";
+
+/// Requests the kernel keeps in flight (background reads, readahead) before it throttles.
+const MAX_BACKGROUND: u16 = 64;
 
 /// Read workers beyond the reads one file may have in flight: a file whose reads hang on
 /// its store never holds up the reads of other files.
@@ -34,13 +39,37 @@ thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// How file reads reach the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoMode {
+    /// Through the kernel page cache (kept between opens): kernel readahead, and re-reads
+    /// that never reach the daemon.
+    #[default]
+    Cache,
+    /// Each read straight into the reader's buffer (one copy instead of two); the daemon
+    /// reads ahead for sequential readers. `mmap` still goes through the page cache.
+    Direct,
+}
+
+impl std::str::FromStr for IoMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<IoMode, String> {
+        match s {
+            "cache" => Ok(IoMode::Cache),
+            "direct" => Ok(IoMode::Direct),
+            other => Err(format!("unknown io mode {other:?}: cache or direct")),
+        }
+    }
+}
+
 /// The FUSE side of a mount.
 pub struct FuseAdapter {
     fs: Arc<ZarrFs>,
+    io: IoMode,
+    materializer: Arc<Materializer<BackingId>>,
     reads: Arc<FairPool>,
     meta: Pool,
-    /// Run once, on the first request after the kernel has taken the INIT reply.
-    after_init: Option<Job>,
     owner: Owner,
 }
 
@@ -53,12 +82,12 @@ struct Owner {
 }
 
 /// Log an error once and turn it into its errno.
-fn errno(op: &str, err: &Error) -> i32 {
+fn errno(op: &str, err: &Error) -> Errno {
     match err {
         Error::NotFound(_) | Error::NoAttribute => log::debug!("{op}: {err}"),
         _ => log::warn!("{op}: {err}"),
     }
-    err.errno()
+    Errno::from_i32(err.errno())
 }
 
 /// Reply with the value or the mapped errno.
@@ -77,7 +106,7 @@ fn xattr_reply(reply: ReplyXattr, size: u32, value: &[u8]) {
     if size == 0 {
         reply.size(value.len() as u32)
     } else if value.len() > size as usize {
-        reply.error(libc::ERANGE)
+        reply.error(Errno::ERANGE)
     } else {
         reply.data(value)
     }
@@ -87,8 +116,8 @@ fn xattr_reply(reply: ReplyXattr, size: u32, value: &[u8]) {
 macro_rules! read_only {
     ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $reply:ty;)*) => {
         $(
-            fn $name(&mut self, _req: &Request<'_>, $($arg: $ty,)* reply: $reply) {
-                reply.error(libc::EROFS)
+            fn $name(&self, _req: &Request, $($arg: $ty,)* reply: $reply) {
+                reply.error(Errno::EROFS)
             }
         )*
     };
@@ -96,12 +125,14 @@ macro_rules! read_only {
 
 impl FuseAdapter {
     /// An adapter whose reads run on `threads` workers per file (plus spares).
-    pub fn new(fs: Arc<ZarrFs>, threads: usize) -> FuseAdapter {
+    /// `materialize`: the budget of files served by the kernel (0: off).
+    pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode, materialize: u64) -> FuseAdapter {
         FuseAdapter {
+            materializer: Materializer::new(fs.clone(), materialize),
             fs,
+            io,
             reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
             meta: Pool::new(META_THREADS, "lookup"),
-            after_init: None,
             owner: Owner {
                 // SAFETY: getuid and getgid cannot fail.
                 uid: unsafe { libc::getuid() },
@@ -116,24 +147,12 @@ impl FuseAdapter {
         let (fs, owner) = (self.fs.clone(), self.owner);
         self.meta.run(move || job(&fs, owner));
     }
-
-    /// Something to do once the mount is fully set up (kernel settings that INIT resets).
-    pub fn after_init(mut self, job: impl FnOnce() + Send + 'static) -> Self {
-        self.after_init = Some(Box::new(job));
-        self
-    }
-
-    fn started(&mut self) {
-        if let Some(job) = self.after_init.take() {
-            job();
-        }
-    }
 }
 
 impl Owner {
     fn attr(&self, a: &Attr) -> FileAttr {
         FileAttr {
-            ino: a.ino,
+            ino: INodeNo(a.ino),
             size: a.size,
             blocks: a.size.div_ceil(512),
             atime: self.mounted_at,
@@ -156,58 +175,114 @@ impl Owner {
 }
 
 impl Filesystem for FuseAdapter {
-    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_readahead(4 << 20);
-        let _ = config.set_max_background(64);
+        // Many reads in flight for sequential readers, and the kernel's async readahead
+        // never throttled before the queue is full.
+        let _ = config.set_max_background(MAX_BACKGROUND);
+        let _ = config.set_congestion_threshold(MAX_BACKGROUND);
+        if self.materializer.enabled() {
+            // SAFETY: geteuid cannot fail.
+            if unsafe { libc::geteuid() } != 0 {
+                self.materializer
+                    .disable("backing files need root (CAP_SYS_ADMIN)");
+            } else if config
+                .add_capabilities(InitFlags::FUSE_PASSTHROUGH)
+                .is_err()
+            {
+                self.materializer
+                    .disable("the kernel offers no FUSE passthrough");
+            } else {
+                // Backing files on a plain filesystem (a memfd) under this one.
+                let _ = config.set_max_stack_depth(1);
+            }
+        }
+        if self.io == IoMode::Direct {
+            // mmap of a direct-IO file goes through the page cache (kernel 6.6 and later).
+            if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+                log::warn!("direct IO: the kernel lacks {missing:?}; mmap of array files fails");
+            }
+        }
         Ok(())
     }
 
-    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        self.started();
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.to_string_lossy().into_owned();
         self.meta(move |fs, owner| {
-            reply!(reply, "lookup", fs.lookup(parent, &name), |a| reply.entry(
-                &TTL,
-                &owner.attr(&a),
-                0
-            ))
+            reply!(reply, "lookup", fs.lookup(parent.0, &name), |a| reply
+                .entry(&TTL, &owner.attr(&a), Generation(0)))
         })
     }
 
-    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        self.started();
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.meta(move |fs, owner| {
-            reply!(reply, "getattr", fs.getattr(ino), |a| reply
+            reply!(reply, "getattr", fs.getattr(ino.0), |a| reply
                 .attr(&TTL, &owner.attr(&a)))
         })
     }
 
-    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
-            return reply.error(libc::EROFS);
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0 {
+            return reply.error(Errno::EROFS);
         }
+        let flags = match self.io {
+            IoMode::Cache => FopenFlags::FOPEN_KEEP_CACHE,
+            IoMode::Direct => FopenFlags::FOPEN_DIRECT_IO,
+        };
+        let materializer = self.materializer.clone();
         self.meta(move |fs, _| {
-            reply!(reply, "open", fs.open(ino), |_v| reply
-                .opened(0, FOPEN_KEEP_CACHE))
+            reply!(reply, "open", fs.open(ino.0), |_v| {
+                match materializer.open(ino.0, |file| reply.open_backing(file)) {
+                    Opened::Passthrough(id) => reply.opened_passthrough(
+                        FileHandle(PASSTHROUGH_FH),
+                        FopenFlags::empty(),
+                        &id,
+                    ),
+                    Opened::Daemon => reply.opened(FileHandle(0), flags),
+                }
+            })
         })
     }
 
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.materializer.release(ino.0, fh.0);
+        reply.ok()
+    }
+
     fn read(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
         size: u32,
-        _flags: i32,
-        _lock: Option<u64>,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let fs = self.fs.clone();
+        let (fs, materializer) = (self.fs.clone(), self.materializer.clone());
+        let ino = ino.0;
         self.reads.run(ino, move || {
+            let served = |n: usize| {
+                if materializer.enabled() && fs.reaches_end(ino, offset, n) {
+                    materializer.read_to_end(ino);
+                }
+            };
             // A range inside one cached unit goes out as it is, without a copy.
-            match fs.read_in_place(ino, offset.max(0) as u64, size as usize) {
-                Ok(Some(slice)) => return reply.data(slice.bytes()),
+            match fs.read_in_place(ino, offset, size as usize) {
+                Ok(Some(slice)) => {
+                    served(slice.bytes().len());
+                    return reply.data(slice.bytes());
+                }
                 Ok(None) => {}
                 Err(e) => return reply.error(errno("read", &e)),
             }
@@ -215,42 +290,41 @@ impl Filesystem for FuseAdapter {
             READ_BUFFER.with_borrow_mut(|buf| {
                 buf.resize(buf.len().max(size as usize), 0);
                 let buf = &mut buf[..size as usize];
-                let result = fs.read_into(ino, offset.max(0) as u64, buf);
-                reply!(reply, "read", result, |n| reply.data(&buf[..n]))
+                let result = fs.read_into(ino, offset, buf);
+                reply!(reply, "read", result, |n| {
+                    served(n);
+                    reply.data(&buf[..n])
+                })
             })
         });
     }
 
     fn readdir(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
         reply: ReplyDirectory,
     ) {
-        self.meta(move |fs, _| readdir_reply(fs, ino, offset, reply))
+        self.meta(move |fs, _| readdir_reply(fs, ino.0, offset, reply))
     }
 
-    fn getxattr(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        name: &OsStr,
-        size: u32,
-        reply: ReplyXattr,
-    ) {
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.to_string_lossy().into_owned();
+        if name == MATERIALIZED_XATTR {
+            return xattr_reply(reply, size, self.materializer.describe(ino.0).as_bytes());
+        }
         self.meta(move |fs, _| {
-            reply!(reply, "getxattr", fs.getxattr(ino, &name), |value| {
+            reply!(reply, "getxattr", fs.getxattr(ino.0, &name), |value| {
                 xattr_reply(reply, size, &value)
             })
         })
     }
 
-    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         self.meta(move |fs, _| {
-            reply!(reply, "listxattr", fs.xattrs(ino), |attrs| {
+            reply!(reply, "listxattr", fs.xattrs(ino.0), |attrs| {
                 let mut names = Vec::new();
                 for (name, _) in attrs {
                     names.extend_from_slice(name.as_bytes());
@@ -261,36 +335,115 @@ impl Filesystem for FuseAdapter {
         })
     }
 
-    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
+    }
+
+    // Nothing is ever written, so there is nothing to flush or sync; the kernel checks
+    // permissions itself (and answers EROFS to writes on this read-only mount).
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lo: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok()
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _data: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok()
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _data: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok()
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        reply.ok()
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        // Array files are not terminals or devices (isatty asks this way).
+        reply.error(Errno::ENOTTY)
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: i64,
+        _whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        // SEEK_DATA / SEEK_HOLE: every byte is data; the kernel falls back to its own.
+        reply.error(Errno::ENOSYS)
     }
 
     read_only! {
         fn setattr(
-            _ino: u64, _mode: Option<u32>, _uid: Option<u32>, _gid: Option<u32>,
+            _ino: INodeNo, _mode: Option<u32>, _uid: Option<u32>, _gid: Option<u32>,
             _size: Option<u64>, _atime: Option<TimeOrNow>, _mtime: Option<TimeOrNow>,
-            _ctime: Option<SystemTime>, _fh: Option<u64>, _crtime: Option<SystemTime>,
-            _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>, _flags: Option<u32>
+            _ctime: Option<SystemTime>, _fh: Option<FileHandle>, _crtime: Option<SystemTime>,
+            _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>,
+            _flags: Option<fuser::BsdFileFlags>
         ) -> ReplyAttr;
-        fn mknod(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32) -> ReplyEntry;
-        fn mkdir(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32) -> ReplyEntry;
-        fn unlink(_parent: u64, _name: &OsStr) -> ReplyEmpty;
-        fn rmdir(_parent: u64, _name: &OsStr) -> ReplyEmpty;
-        fn symlink(_parent: u64, _name: &OsStr, _link: &std::path::Path) -> ReplyEntry;
-        fn rename(_parent: u64, _name: &OsStr, _newparent: u64, _newname: &OsStr, _flags: u32) -> ReplyEmpty;
-        fn link(_ino: u64, _newparent: u64, _newname: &OsStr) -> ReplyEntry;
+        fn mknod(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32) -> ReplyEntry;
+        fn mkdir(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32) -> ReplyEntry;
+        fn unlink(_parent: INodeNo, _name: &OsStr) -> ReplyEmpty;
+        fn rmdir(_parent: INodeNo, _name: &OsStr) -> ReplyEmpty;
+        fn symlink(_parent: INodeNo, _name: &OsStr, _link: &std::path::Path) -> ReplyEntry;
+        fn rename(
+            _parent: INodeNo, _name: &OsStr, _newparent: INodeNo, _newname: &OsStr,
+            _flags: RenameFlags
+        ) -> ReplyEmpty;
+        fn link(_ino: INodeNo, _newparent: INodeNo, _newname: &OsStr) -> ReplyEntry;
         fn write(
-            _ino: u64, _fh: u64, _offset: i64, _data: &[u8], _write_flags: u32, _flags: i32,
-            _lock_owner: Option<u64>
+            _ino: INodeNo, _fh: FileHandle, _offset: u64, _data: &[u8], _write_flags: WriteFlags,
+            _flags: OpenFlags, _lock_owner: Option<LockOwner>
         ) -> ReplyWrite;
-        fn create(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32, _flags: i32) -> ReplyCreate;
-        fn setxattr(_ino: u64, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32) -> ReplyEmpty;
-        fn removexattr(_ino: u64, _name: &OsStr) -> ReplyEmpty;
+        fn create(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _flags: i32) -> ReplyCreate;
+        fn setxattr(_ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32) -> ReplyEmpty;
+        fn removexattr(_ino: INodeNo, _name: &OsStr) -> ReplyEmpty;
+        fn fallocate(
+            _ino: INodeNo, _fh: FileHandle, _offset: u64, _length: u64, _mode: i32
+        ) -> ReplyEmpty;
+        fn copy_file_range(
+            _ino_in: INodeNo, _fh_in: FileHandle, _offset_in: u64, _ino_out: INodeNo,
+            _fh_out: FileHandle, _offset_out: u64, _len: u64,
+            _flags: fuser::CopyFileRangeFlags
+        ) -> ReplyWrite;
     }
 }
 
 /// Answer a directory listing from `offset` on: `.`, `..`, then the entries.
-fn readdir_reply(fs: &ZarrFs, ino: u64, offset: i64, mut reply: ReplyDirectory) {
+fn readdir_reply(fs: &ZarrFs, ino: u64, offset: u64, mut reply: ReplyDirectory) {
     let (entries, parent) = match (fs.readdir(ino), fs.parent(ino)) {
         (Ok(e), Ok(p)) => (e, p),
         (Err(e), _) | (_, Err(e)) => return reply.error(errno("readdir", &e)),
@@ -301,12 +454,12 @@ fn readdir_reply(fs: &ZarrFs, ino: u64, offset: i64, mut reply: ReplyDirectory) 
     ];
     let listed = entries.iter().map(|e| (e.ino, e.kind, e.name.as_str()));
     let all = dots.into_iter().chain(listed);
-    for (i, (child, kind, name)) in all.enumerate().skip(offset.max(0) as usize) {
+    for (i, (child, kind, name)) in all.enumerate().skip(offset as usize) {
         let kind = match kind {
             FileKind::Directory => FileType::Directory,
             FileKind::File => FileType::RegularFile,
         };
-        if reply.add(child, (i + 1) as i64, kind, name) {
+        if reply.add(INodeNo(child), (i + 1) as u64, kind, name) {
             break;
         }
     }

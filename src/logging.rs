@@ -77,12 +77,19 @@ pub fn open_log(path: &Path) -> Result<std::fs::File, String> {
         .map_err(|e| format!("log file {}: {e}", path.display()))
 }
 
+/// fuser's own warnings stay out of the log unless asked for (RUST_LOG, or --log-level
+/// debug or trace): it warns of a failed unmount each time the mount was already gone.
+const QUIET_FUSER: &str = "warn,fuser=error";
+
 fn stderr_logger(level: Option<LevelFilter>) -> env_logger::Builder {
     let mut builder =
-        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(QUIET_FUSER));
     builder.format_timestamp_millis();
     if let Some(level) = level {
         builder.filter_level(level);
+        if level <= LevelFilter::Info {
+            builder.filter_module("fuser", LevelFilter::Error);
+        }
     }
     builder
 }

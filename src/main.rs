@@ -19,6 +19,7 @@ use zarrfs::cache::ChunkCache;
 use zarrfs::error::output_error;
 use zarrfs::fs::views::{self, ViewKind, ViewSet};
 use zarrfs::fs::FsOptions;
+use zarrfs::fuse::IoMode;
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::metadata::ArrayMetadata;
 use zarrfs::mount::MountConfig;
@@ -77,6 +78,22 @@ struct StoreArgs {
     /// The disk cache's budget: bytes, or with a unit (20GiB); oldest entries go first.
     #[arg(long, default_value = "10GiB", value_parser = zarrfs::mount::parse_size)]
     disk_cache_size: usize,
+}
+
+/// `--materialize`: a budget, or the default.
+#[derive(Clone, Copy)]
+struct Materialize(Option<u64>);
+
+fn parse_materialize(s: &str) -> std::result::Result<Materialize, String> {
+    match s {
+        "auto" => Ok(Materialize(None)),
+        "off" | "no" => Ok(Materialize(Some(0))),
+        size => zarrfs::mount::parse_size(size).map(|n| Materialize(Some(n as u64))),
+    }
+}
+
+fn parse_io(s: &str) -> std::result::Result<IoMode, String> {
+    s.parse()
 }
 
 fn parse_views(s: &str) -> std::result::Result<ViewSet, String> {
@@ -199,6 +216,16 @@ enum Command {
         /// vrt, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr, NAME.vrt).
         #[arg(long, default_value = "raw", value_parser = parse_views)]
         views: ViewSet,
+        /// How reads reach the daemon: through the kernel page cache (cache), or straight
+        /// into the reader's buffer with readahead in the daemon (direct).
+        #[arg(long, default_value = "cache", value_parser = parse_io)]
+        io: IoMode,
+        /// Serve arrays read through once (or opened again) from a decoded copy in memory
+        /// by the kernel (FUSE passthrough), within this budget: bytes with a unit, `off`,
+        /// or `auto` (as root on a kernel with passthrough: a quarter of the memory, at
+        /// most 4 GiB).
+        #[arg(long, default_value = "auto", value_parser = parse_materialize)]
+        materialize: Materialize,
         /// Worker threads for reads (default: the number of cores; for a remote store,
         /// --max-requests).
         #[arg(long)]
@@ -365,6 +392,8 @@ fn run(cli: Cli) -> Result<()> {
             endian,
             cache_size,
             views,
+            io,
+            materialize,
             threads,
             log: _,
             options,
@@ -386,6 +415,8 @@ fn run(cli: Cli) -> Result<()> {
                     views,
                 },
                 threads,
+                io,
+                materialize: materialize.0,
                 options: fuse_options,
             })
         }

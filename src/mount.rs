@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use fuser::MountOption;
+use fuser::{Config, MountOption, SessionACL};
 
 use crate::fs::{FsOptions, ZarrFs};
-use crate::fuse::FuseAdapter;
+use crate::fuse::{FuseAdapter, IoMode};
 use crate::hierarchy::Hierarchy;
 use crate::prefetch::PREFETCH_PER_CORE;
 use crate::store::StoreConfig;
@@ -35,6 +35,11 @@ pub struct MountConfig {
     pub fs: FsOptions,
     /// Read worker threads; default: what the store can use at once.
     pub threads: Option<usize>,
+    /// Page-cache or direct-IO reads.
+    pub io: IoMode,
+    /// The budget of arrays served by the kernel from backing files (0: off; `None`:
+    /// [`default_materialize`]).
+    pub materialize: Option<u64>,
     /// FUSE mount options.
     pub options: Vec<String>,
 }
@@ -90,7 +95,12 @@ pub fn parse_size(s: &str) -> std::result::Result<usize, String> {
     Ok((value * (1u64 << shift) as f64) as usize)
 }
 
-fn mount_options(store: &str, extra: &[String]) -> Vec<MountOption> {
+/// The session's configuration: mount options, who may use the mount, and `threads`
+/// loops reading requests from the kernel, each on its own cloned `/dev/fuse` descriptor.
+fn session_config(store: &str, extra: &[String], threads: usize) -> Config {
+    let mut config = Config::default();
+    config.n_threads = Some(threads.max(1));
+    config.clone_fd = true;
     let mut options = vec![
         MountOption::RO,
         MountOption::FSName(format!("zarrfs:{store}")),
@@ -104,8 +114,16 @@ fn mount_options(store: &str, extra: &[String]) -> Vec<MountOption> {
         .filter(|o| !o.is_empty())
     {
         options.push(match o {
-            "allow_other" => MountOption::AllowOther,
-            "allow_root" => MountOption::AllowRoot,
+            "allow_other" => {
+                config.acl = SessionACL::All;
+                continue;
+            }
+            "allow_root" => {
+                if config.acl != SessionACL::All {
+                    config.acl = SessionACL::RootAndOwner;
+                }
+                continue;
+            }
             "auto_unmount" => MountOption::AutoUnmount,
             "default_permissions" => MountOption::DefaultPermissions,
             "ro" | "nodev" | "nosuid" => continue,
@@ -115,7 +133,8 @@ fn mount_options(store: &str, extra: &[String]) -> Vec<MountOption> {
             other => MountOption::CUSTOM(other.to_string()),
         });
     }
-    options
+    config.mount_options = options;
+    config
 }
 
 /// The `major:minor` device of the mount at `path`, if `path` is a mount point now.
@@ -137,6 +156,31 @@ fn mounted_device(path: &Path) -> Option<String> {
 
 fn is_mounted(path: &Path) -> bool {
     mounted_device(path).is_some()
+}
+
+/// The default budget of materialized arrays: a quarter of the memory, at most 4 GiB,
+/// when running as root (the only case the kernel allows backing files).
+pub fn default_materialize() -> u64 {
+    // SAFETY: geteuid and sysconf only read process and system facts.
+    let (root, pages, page) = unsafe {
+        (
+            libc::geteuid() == 0,
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let memory = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
+    if root {
+        (memory / 4).min(4 << 30)
+    } else {
+        0
+    }
+}
+
+/// Loops reading requests from the kernel: one per core (requests are answered on the
+/// worker pools of [`FuseAdapter`], so these only receive and dispatch).
+fn request_loops() -> usize {
+    std::thread::available_parallelism().map_or(2, usize::from)
 }
 
 /// Let the kernel read ahead `kib` KiB on this mount (its default is 128 KiB, which also
@@ -202,12 +246,13 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         cfg.fs.prefetch_threads = threads * PREFETCH_PER_CORE;
     }
     let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs, &name));
-    let ra_mountpoint = mountpoint.clone();
-    let adapter = FuseAdapter::new(fs, threads)
-        .after_init(move || raise_readahead(&ra_mountpoint, READAHEAD_KIB));
-    let options = mount_options(&cfg.store, &cfg.options);
-    let mut session = fuser::Session::new(adapter, &mountpoint, &options)
+    let materialize = cfg.materialize.unwrap_or_else(default_materialize);
+    let adapter = FuseAdapter::new(fs, threads, cfg.io, materialize);
+    let config = session_config(&cfg.store, &cfg.options, request_loops());
+    let mut session = fuser::Session::new(adapter, &mountpoint, &config)
         .map_err(|e| Error::Invalid(crate::mount_failure::explain(&mountpoint, &e)))?;
+    // The kernel has taken the INIT reply (which sets readahead): raise it now.
+    raise_readahead(&mountpoint, READAHEAD_KIB);
     log::info!("mounted {} at {}", cfg.store, mountpoint.display());
     if std::env::var_os(READY_ENV).is_some() {
         let mut out = std::io::stdout();
@@ -231,13 +276,10 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
             }
         }
     });
-    let result = session.run();
-    if !is_mounted(&mountpoint) {
-        // Unmounted already (signal or `zarrfs umount`): dropping the session would try
-        // again and log a spurious failure.
-        std::mem::forget(session);
-    }
-    result.map_err(|e| Error::Invalid(format!("fuse session: {e}")))?;
+    // Ends once unmounted (signal or `zarrfs umount`); a mount still up is unmounted.
+    session
+        .run()
+        .map_err(|e| Error::Invalid(format!("fuse session: {e}")))?;
     log::info!("unmounted {}", mountpoint.display());
     Ok(())
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::fixtures::{arrays_of, check_store, is_unsupported, stores};
 use common::mount::{
-    mounted, pread_full, run_python, test_python, umount, wait_until, Lcg, Mount, Unmount,
+    io_args, mounted, pread_full, run_python, test_python, umount, wait_until, Lcg, Mount, Unmount,
 };
 use common::{cat, copy_dir, sha256, zarrfs, Manifest, TempDir};
 use serde_json::Value;
@@ -464,6 +464,7 @@ fn foreground_mount(tag: &str) -> (TempDir, PathBuf, std::process::Child) {
         .arg("-f")
         .arg(m.store_dir("v3_consolidated"))
         .arg(&mp)
+        .args(io_args())
         .stderr(std::fs::File::create(tmp.path().join("log")).expect("log"))
         .spawn()
         .expect("spawn zarrfs mount -f");
@@ -677,4 +678,53 @@ fn readme_demo_mounts_a_readable_hierarchy() {
     );
     assert_eq!(run_python(&script).lines().count(), 3);
     assert!(umount(&mp).success(), "zarrfs umount");
+}
+
+/// sha256 of everything read from a new open of `path`.
+fn read_hash(path: &Path) -> String {
+    sha256(&std::fs::read(path).expect("read array file"))
+}
+
+#[test]
+fn arrays_read_through_are_served_by_the_kernel_and_stay_exact() {
+    let m = Manifest::load();
+    let entry = &arrays_of(&m, "v3_large")[0];
+    let want = entry["sha256"]["C_little"].as_str().expect("digest");
+    let mount = Mount::new(&m.store_dir("v3_large"), &["--materialize", "512MiB"]);
+    let file = mount.path("field");
+    let state = || xattr(&file, "user.zarrfs.materialized").unwrap_or_default();
+    assert_eq!(state(), "no");
+    // Read through once, with the file held open while the copy is built.
+    let held = std::fs::File::open(&file).expect("open");
+    assert_eq!(read_hash(&file), want);
+    wait_until("the copy in memory", || state().starts_with("ready"));
+    // While a page-cache open is live the kernel refuses passthrough: this open goes
+    // through the daemon, and it must work.
+    assert_eq!(read_hash(&file), want);
+    assert_eq!(state(), "ready (0 opens served by the kernel)");
+    drop(held);
+    // Once the daemon has seen the releases, opens are served by the kernel.
+    wait_until("an open served by the kernel", || {
+        assert_eq!(read_hash(&file), want);
+        !state().starts_with("ready (0 ")
+    });
+    // Random reads and numpy's memmap of a passthrough file.
+    let bytes = cat(&m.store_dir("v3_large"), "field", &[]);
+    let f = std::fs::File::open(&file).expect("open");
+    let mut rng = Lcg(7);
+    for _ in 0..200 {
+        let offset = rng.next(bytes.len() as u64);
+        let len = rng.next(1 << 16) as usize;
+        let got = pread_full(&f, offset, len).expect("pread");
+        let end = (offset as usize + len).min(bytes.len());
+        assert_eq!(got, &bytes[offset as usize..end], "pread {offset}+{len}");
+    }
+    let script = format!(
+        "import hashlib, numpy as np\n\
+         a = np.memmap({file:?}, dtype={dtype:?}, mode='r')\n\
+         print(hashlib.sha256(a.tobytes()).hexdigest())\n",
+        file = file.to_string_lossy(),
+        dtype = entry["dtype"].as_str().unwrap_or("")
+    );
+    assert_eq!(run_python(&script).trim(), want);
 }

@@ -413,6 +413,20 @@ impl ZarrFs {
         self.content(&entry)?.read_in_place(offset, size)
     }
 
+    /// The size of `ino` when it is an array's data file (raw, `.npy` or `.tif`).
+    pub fn array_file_size(&self, ino: u64) -> Option<u64> {
+        let entry = self.entry(ino).ok()?;
+        let content = self.content(&entry).ok()?;
+        content.view().map(|_| content.size())
+    }
+
+    /// Whether `n` bytes read at `offset` of `ino` reach its end.
+    pub fn reaches_end(&self, ino: u64, offset: u64, n: usize) -> bool {
+        let entry = self.entry(ino);
+        let size = entry.and_then(|e| self.content(&e)).map(|c| c.size());
+        matches!(size, Ok(size) if n > 0 && offset + n as u64 >= size)
+    }
+
     /// All extended attributes of `ino`.
     pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {
         let entry = self.entry(ino)?;

@@ -32,6 +32,15 @@ pub fn mount_dir(label: &str) -> (TempDir, PathBuf, PathBuf) {
     (dir, mountpoint, log)
 }
 
+/// `--io MODE` when `ZARRFS_TEST_IO` names one (`cache` or `direct`): every mount of
+/// the tests then reads that way, so `scripts/test.sh` runs them in both modes.
+pub fn io_args() -> Vec<String> {
+    match std::env::var("ZARRFS_TEST_IO") {
+        Ok(mode) if !mode.is_empty() => vec!["--io".into(), mode],
+        _ => vec![],
+    }
+}
+
 /// Spawns `command` (the `zarrfs` binary, maybe behind a wrapper) as
 /// `mount -f STORE MOUNTPOINT ARGS`: a foreground daemon logging warnings to `log`.
 pub fn spawn_foreground(
@@ -47,6 +56,7 @@ pub fn spawn_foreground(
         .arg(store)
         .arg(mountpoint)
         .args(args)
+        .args(io_args())
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -91,6 +101,7 @@ impl Mount {
             .arg("--log-file")
             .arg(&log)
             .args(args)
+            .args(io_args())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(stderr)
