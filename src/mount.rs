@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use fuser::{Config, MountOption, SessionACL};
@@ -261,8 +262,11 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     }
     let mut unmounter = session.unmount_callable();
     let signal_mountpoint = mountpoint.clone();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let stop_requested = stopping.clone();
     std::thread::spawn(move || {
         let signal = wait_for_signal();
+        stop_requested.store(true, Ordering::SeqCst);
         log::info!("signal {signal}: unmounting");
         if let Err(e) = unmounter.unmount() {
             log::warn!("unmount: {e}");
@@ -277,9 +281,17 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         }
     });
     // Ends once unmounted (signal or `zarrfs umount`); a mount still up is unmounted.
-    session
-        .run()
-        .map_err(|e| Error::Invalid(format!("fuse session: {e}")))?;
+    match session.run() {
+        // After a stop signal the kernel may end a detached mount's connection as aborted
+        // (ECONNABORTED) rather than gone (ENODEV) once the last file closes: the end
+        // that was asked for.
+        Err(e)
+            if e.raw_os_error() == Some(libc::ECONNABORTED) && stopping.load(Ordering::SeqCst) =>
+        {
+            log::info!("fuse session ended: {e}");
+        }
+        other => other.map_err(|e| Error::Invalid(format!("fuse session: {e}")))?,
+    }
     log::info!("unmounted {}", mountpoint.display());
     Ok(())
 }
