@@ -131,9 +131,11 @@ fresh_mount() {
     shift 2
     unmount "$mnt"
     mkdir -p "$mnt"
-    # Materialization is off unless a measurement asks for it: it decodes arrays read
-    # through once again in the background, which would load the runs that follow.
-    timeout 120 "$zarrfs" mount "$store" "$mnt" --cache-size "$cache_size" --materialize off \
+    # Materialization is off unless a measurement asks for it (materialize=SIZE
+    # fresh_mount ...): it decodes arrays read through once again in the background,
+    # which would load the runs that follow.
+    timeout 120 "$zarrfs" mount "$store" "$mnt" --cache-size "$cache_size" \
+        --materialize "${materialize:-off}" \
         --log-file "$daemon_log" "$@" </dev/null >/dev/null 2>>"$daemon_log" \
         || die "zarrfs mount $store $mnt failed; see $daemon_log"
 }

@@ -60,7 +60,7 @@ for v in "${variants[@]}"; do
         unmount "$mnt_root/big"
     done
     say "$v: (i) materialized warm re-read against the warm plain file"
-    fresh_mount "$big" "$mnt_root/big" --materialize 2GiB
+    materialize=2GiB fresh_mount "$big" "$mnt_root/big"
     dd_read "$mnt_root/big/$v"
     if materialized "$mnt_root/big" "$v"; then
         dd_read "$plain"

@@ -193,7 +193,7 @@ impl Filesystem for FuseAdapter {
                 self.materializer
                     .disable("the kernel offers no FUSE passthrough");
             } else {
-                // Backing files on a plain filesystem (a memfd) under this one.
+                // Backing files on a plain filesystem (ext4, tmpfs) under this one.
                 let _ = config.set_max_stack_depth(1);
             }
         }
