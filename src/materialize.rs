@@ -292,7 +292,8 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
     /// A file holding the array file's bytes, read through the filesystem (and its cache).
     fn build(&self, ino: u64, size: u64) -> Result<File, String> {
         let file = backing_file()?;
-        file.set_len(size).map_err(|e| format!("backing file: {e}"))?;
+        file.set_len(size)
+            .map_err(|e| format!("backing file: {e}"))?;
         let mut buf = vec![0u8; BLOCK.min(size as usize)];
         let mut offset = 0u64;
         while offset < size {
