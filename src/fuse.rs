@@ -123,6 +123,17 @@ macro_rules! read_only {
     };
 }
 
+/// Handlers that have nothing to do on a read-only mount: each answers success.
+macro_rules! answer_ok {
+    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?);)*) => {
+        $(
+            fn $name(&self, _req: &Request, $($arg: $ty,)* reply: ReplyEmpty) {
+                reply.ok()
+            }
+        )*
+    };
+}
+
 impl FuseAdapter {
     /// An adapter whose reads run on `threads` workers per file (plus spares).
     /// `materialize`: the budget of files served by the kernel (0: off).
@@ -341,41 +352,11 @@ impl Filesystem for FuseAdapter {
 
     // Nothing is ever written, so there is nothing to flush or sync; the kernel checks
     // permissions itself (and answers EROFS to writes on this read-only mount).
-    fn flush(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _lo: LockOwner,
-        reply: ReplyEmpty,
-    ) {
-        reply.ok()
-    }
-
-    fn fsync(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _data: bool,
-        reply: ReplyEmpty,
-    ) {
-        reply.ok()
-    }
-
-    fn fsyncdir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _data: bool,
-        reply: ReplyEmpty,
-    ) {
-        reply.ok()
-    }
-
-    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
-        reply.ok()
+    answer_ok! {
+        fn flush(_ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner);
+        fn fsync(_ino: INodeNo, _fh: FileHandle, _datasync: bool);
+        fn fsyncdir(_ino: INodeNo, _fh: FileHandle, _datasync: bool);
+        fn access(_ino: INodeNo, _mask: fuser::AccessFlags);
     }
 
     fn ioctl(

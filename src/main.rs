@@ -149,22 +149,39 @@ impl StoreArgs {
     }
 }
 
+/// One array of a store and the layout of its flat file: what `cat` and `header` read.
+#[derive(clap::Args)]
+struct ArrayArgs {
+    /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+    store: String,
+    path: String,
+    #[command(flatten)]
+    store_args: StoreArgs,
+    /// Store options (endpoint=..., region=..., allow_http=true, ...).
+    #[arg(short = 'o', value_delimiter = ',')]
+    options: Vec<String>,
+    #[arg(long, value_enum, default_value = "C")]
+    order: OrderArg,
+    #[arg(long, value_enum, default_value = "little")]
+    endian: EndianArg,
+}
+
+impl ArrayArgs {
+    fn hierarchy(&self) -> Result<Hierarchy> {
+        open(&self.store, &self.store_args, &self.options)
+    }
+
+    fn layout(&self) -> Layout {
+        layout_of(self.order, self.endian)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Write an array's flat bytes (or JSON lines for variable-length data) to stdout.
     Cat {
-        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
-        store: String,
-        path: String,
         #[command(flatten)]
-        store_args: StoreArgs,
-        /// Store options (endpoint=..., region=..., allow_http=true, ...).
-        #[arg(short = 'o', value_delimiter = ',')]
-        options: Vec<String>,
-        #[arg(long, value_enum, default_value = "C")]
-        order: OrderArg,
-        #[arg(long, value_enum, default_value = "little")]
-        endian: EndianArg,
+        array: ArrayArgs,
         /// Write a complete file of this format: the flat bytes behind its header.
         #[arg(long = "as", value_enum, default_value = "raw")]
         format: CatFormat,
@@ -175,20 +192,10 @@ enum Command {
     /// Print a detached header (ENVI, MetaImage, NRRD, GDAL VRT) for the raw file that
     /// `zarrfs cat` writes, so image tools open it with no parameters.
     Header {
-        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
-        store: String,
-        path: String,
         #[command(flatten)]
-        store_args: StoreArgs,
-        /// Store options (endpoint=..., region=..., allow_http=true, ...).
-        #[arg(short = 'o', value_delimiter = ',')]
-        options: Vec<String>,
+        array: ArrayArgs,
         #[arg(long = "as", value_enum)]
         format: HeaderFormat,
-        #[arg(long, value_enum, default_value = "C")]
-        order: OrderArg,
-        #[arg(long, value_enum, default_value = "little")]
-        endian: EndianArg,
         /// The raw file the header points at (default: the array's name).
         #[arg(long, value_name = "NAME")]
         data_file: Option<String>,
@@ -427,36 +434,29 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Cat {
-            store,
-            path,
-            order,
-            endian,
-            store_args,
-            options,
+            array,
             format,
             quiet,
-        } => {
-            let h = open(&store, &store_args, &options)?;
-            cat(h, &path, layout_of(order, endian), format, quiet)
-        }
-        Command::Header {
-            store,
-            path,
-            store_args,
-            options,
+        } => cat(
+            array.hierarchy()?,
+            &array.path,
+            array.layout(),
             format,
-            order,
-            endian,
+            quiet,
+        ),
+        Command::Header {
+            array,
+            format,
             data_file,
         } => {
-            let h = open(&store, &store_args, &options)?;
+            let h = array.hierarchy()?;
             let kind = match format {
                 HeaderFormat::Envi => ViewKind::Envi,
                 HeaderFormat::Mhd => ViewKind::Mhd,
                 HeaderFormat::Nrrd => ViewKind::Nrrd,
                 HeaderFormat::Vrt => ViewKind::Vrt,
             };
-            let text = view_header(&h, &path, kind, layout_of(order, endian), data_file)?;
+            let text = view_header(&h, &array.path, kind, array.layout(), data_file)?;
             std::io::stdout()
                 .lock()
                 .write_all(&text)

@@ -33,29 +33,29 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The readers' Python (`target/venv-views`, made by `scripts/setup_python.sh`: Debian's
-/// Python with GDAL, plus tifffile, SimpleITK and pynrrd), or `$ZARRFS_VIEWS_PYTHON`.
-fn views_python() -> PathBuf {
-    let python = std::env::var_os("ZARRFS_VIEWS_PYTHON")
+/// The Python of venv `name` under `target/` (made by `scripts/setup_python.sh`), or the
+/// one `env` names; a missing one fails the test.
+fn venv_python(env: &str, name: &str) -> PathBuf {
+    let python = std::env::var_os(env)
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/venv-views/bin/python"));
+        .unwrap_or_else(|| repo().join("target").join(name).join("bin/python"));
     assert!(
         python.exists(),
-        "no readers' Python at {}: run scripts/test.sh (scripts/setup_python.sh makes it)",
+        "no Python at {}: run scripts/test.sh (scripts/setup_python.sh makes it)",
         python.display()
     );
     python
 }
 
+/// The readers' Python (`target/venv-views`: Debian's Python with GDAL, plus tifffile,
+/// SimpleITK and pynrrd), or `$ZARRFS_VIEWS_PYTHON`.
+fn views_python() -> PathBuf {
+    venv_python("ZARRFS_VIEWS_PYTHON", "venv-views")
+}
+
 /// zarr-python 3's Python (`target/venv-zarr3`), which writes the BigTIFF store.
 fn zarr_python() -> PathBuf {
-    let python = repo().join("target/venv-zarr3/bin/python");
-    assert!(
-        python.exists(),
-        "no zarr-python venv at {}: run scripts/test.sh",
-        python.display()
-    );
-    python
+    venv_python("ZARRFS_ZARR_PYTHON", "venv-zarr3")
 }
 
 fn check_views_script() -> PathBuf {
