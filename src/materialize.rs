@@ -1,5 +1,5 @@
 //! Hot arrays at native speed: an array file read to its end, or opened a second time,
-//! whose bytes fit the budget is decoded once into a backing file; later opens hand it to
+//! whose bytes fit the budget is decoded once into a memfd; later opens hand that file to
 //! the kernel (FUSE passthrough), so their reads and mmaps never reach the daemon. The
 //! budget is an LRU over the materialized files; the kernel must offer passthrough and
 //! the daemon must be root (the backing-file ioctl needs CAP_SYS_ADMIN).
@@ -312,22 +312,11 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
     }
 }
 
-/// Where backing files go: an unnamed file (`O_TMPFILE`, gone when closed) on the disk
-/// filesystem of `/var/tmp`, whose page cache serves reads in large folios (about twice
-/// as fast as a memfd's 4 KiB shmem pages); a memfd where that is not possible.
-const BACKING_DIR: &str = "/var/tmp";
-
+/// A memfd for the decoded copy. (An unnamed file on a disk filesystem would be read about
+/// twice as fast, in large folios, but it would hold `O_DIRECT` readers, whose opens the
+/// kernel must pass through while other passthrough opens are live, to the disk's
+/// alignment; a memfd takes any offset and length.)
 fn backing_file() -> Result<File, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let on_disk = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
-        .open(BACKING_DIR);
-    if let Ok(file) = on_disk {
-        return Ok(file);
-    }
     // SAFETY: a name and flags; the result is checked.
     let fd = unsafe { libc::memfd_create(c"zarrfs".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {

@@ -719,6 +719,25 @@ fn arrays_read_through_are_served_by_the_kernel_and_stay_exact() {
         let end = (offset as usize + len).min(bytes.len());
         assert_eq!(got, &bytes[offset as usize..end], "pread {offset}+{len}");
     }
+    // O_DIRECT readers (passed through too while a passthrough open is live) read at any
+    // offset and length, as through the daemon.
+    let direct = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&file)
+            .expect("open O_DIRECT")
+    };
+    for (offset, len) in [(1u64, 7usize), (4095, 4099), (bytes.len() as u64 - 3, 10)] {
+        let got = pread_full(&direct, offset, len).expect("O_DIRECT pread");
+        let end = (offset as usize + len).min(bytes.len());
+        assert_eq!(
+            got,
+            &bytes[offset as usize..end],
+            "O_DIRECT pread {offset}+{len}"
+        );
+    }
     let script = format!(
         "import hashlib, numpy as np\n\
          a = np.memmap({file:?}, dtype={dtype:?}, mode='r')\n\
