@@ -285,6 +285,14 @@ impl Hierarchy {
     }
 
     /// Resolve the node at `path` ("" or "/" for the root).
+    /// The metadata of the array at `path`; an error if it is not an array.
+    pub fn array(&self, path: &str) -> Result<Arc<ArrayMetadata>> {
+        match self.node(path)? {
+            Node::Array(meta) => Ok(meta),
+            _ => Err(Error::Invalid(format!("{path}: not an array"))),
+        }
+    }
+
     pub fn node(&self, path: &str) -> Result<Node> {
         let path = normalize(path);
         if let Some(node) = self.nodes.lock().get(&path) {

@@ -20,8 +20,7 @@ use zarrfs::error::output_error;
 use zarrfs::fs::views::{self, ViewKind, ViewSet};
 use zarrfs::fs::FsOptions;
 use zarrfs::fuse::IoMode;
-use zarrfs::hierarchy::{Hierarchy, Node};
-use zarrfs::metadata::ArrayMetadata;
+use zarrfs::hierarchy::Hierarchy;
 use zarrfs::mount::MountConfig;
 use zarrfs::prefetch::{Prefetcher, PREFETCH_PER_CORE};
 use zarrfs::store::StoreConfig;
@@ -277,14 +276,6 @@ fn open(store: &str, args: &StoreArgs, options: &[String]) -> Result<Hierarchy> 
     Hierarchy::open(zarrfs::store::open(store, &cfg)?)
 }
 
-/// The metadata of the array at `path`.
-fn array_meta(h: &Hierarchy, path: &str) -> Result<Arc<ArrayMetadata>> {
-    match h.node(path)? {
-        Node::Array(meta) => Ok(meta),
-        _ => Err(Error::Invalid(format!("{path}: not an array"))),
-    }
-}
-
 /// The header of view `kind` for the array `path`, or an error saying why it has none.
 fn view_header(
     h: &Hierarchy,
@@ -293,7 +284,7 @@ fn view_header(
     layout: Layout,
     data_file: Option<String>,
 ) -> Result<Vec<u8>> {
-    let meta = array_meta(h, path)?;
+    let meta = h.array(path)?;
     let name = data_file.unwrap_or_else(|| {
         let name = path.trim_matches('/').rsplit('/').next().unwrap_or("");
         if name.is_empty() { "array" } else { name }.to_string()
@@ -313,7 +304,7 @@ fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat, quiet: bool)
         CatFormat::Npy => view_header(&h, path, ViewKind::Npy, layout, None)?,
         CatFormat::Tiff => view_header(&h, path, ViewKind::Tiff, layout, None)?,
     };
-    let meta = array_meta(&h, path)?;
+    let meta = h.array(path)?;
     let array = Arc::new(Array::open(meta, h.store().clone())?);
     // Room for the layer of read units being streamed and the next two, decoded ahead.
     let grid = array.unit_grid();

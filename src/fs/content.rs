@@ -109,7 +109,7 @@ pub fn array_file(
     prefetcher: &Arc<Prefetcher>,
     layout: Layout,
 ) -> Result<Content> {
-    let meta = array_meta(h, path)?;
+    let meta = h.array(path)?;
     let array = Arc::new(Array::open(meta, h.store().clone())?);
     if array.meta.dtype.is_var() {
         // Checked before any chunk is read: every element is a line of at least 3 bytes,
@@ -155,13 +155,6 @@ pub fn array_file(
     Ok(Content::Flat(view))
 }
 
-pub fn array_meta(h: &Hierarchy, path: &str) -> Result<Arc<ArrayMetadata>> {
-    match h.node(path)? {
-        Node::Array(meta) => Ok(meta),
-        _ => Err(Error::Invalid(format!("{path}: not an array"))),
-    }
-}
-
 /// How the file view of `meta` is laid out, as JSON (also the xattr values).
 pub fn file_json(meta: &ArrayMetadata, layout: Layout) -> Value {
     let big = layout.big_endian;
@@ -183,7 +176,7 @@ pub fn file_json(meta: &ArrayMetadata, layout: Layout) -> Value {
 
 /// `.NAME.json`: the array's metadata and its file view.
 pub fn array_sidecar(h: &Hierarchy, path: &str, layout: Layout) -> Result<Content> {
-    let mut doc = match array_meta(h, path) {
+    let mut doc = match h.array(path) {
         Ok(meta) => {
             let mut doc = describe_array(h, &meta);
             doc["file"] = file_json(&meta, layout);

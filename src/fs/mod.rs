@@ -136,7 +136,7 @@ impl ZarrFs {
         path: &str,
         kind: ViewKind,
     ) -> Result<std::result::Result<Vec<u8>, String>> {
-        let meta = content::array_meta(&self.hierarchy, path)?;
+        let meta = self.hierarchy.array(path)?;
         Ok(views::header(
             kind,
             &meta,
