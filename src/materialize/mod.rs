@@ -1,5 +1,5 @@
 //! Hot arrays at native speed: an array file read to its end, or opened a second time,
-//! whose bytes fit the budget is decoded once into a memfd; later opens hand that file to
+//! whose bytes fit the budget is decoded once into a backing file (see [`tmpfs`]); later opens hand that file to
 //! the kernel (FUSE passthrough), so their reads and mmaps never reach the daemon. The
 //! budget is an LRU over the materialized files; the kernel must offer passthrough and
 //! the daemon must be root (the backing-file ioctl needs CAP_SYS_ADMIN).
@@ -12,15 +12,18 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::fd::FromRawFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
 use crate::fs::ZarrFs;
 use crate::pool::Pool;
+
+mod tmpfs;
+
+use tmpfs::Backings;
 
 /// Bytes copied into the backing file per read of the array.
 const BLOCK: usize = 8 << 20;
@@ -87,6 +90,8 @@ pub struct Materializer<Id> {
     enabled: AtomicBool,
     state: Mutex<State<Id>>,
     jobs: Pool,
+    /// Where copies are made, set up with the first one.
+    backings: OnceLock<Backings>,
 }
 
 impl<Id: Send + Sync + 'static> Materializer<Id> {
@@ -102,6 +107,7 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
                 tick: 0,
             }),
             jobs: Pool::new(1, "materialize"),
+            backings: OnceLock::new(),
         })
     }
 
@@ -291,7 +297,11 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
 
     /// A file holding the array file's bytes, read through the filesystem (and its cache).
     fn build(&self, ino: u64, size: u64) -> Result<File, String> {
-        let file = backing_file()?;
+        let file = self
+            .backings
+            .get_or_init(|| Backings::new(self.budget))
+            .create()
+            .map_err(|e| format!("backing file: {e}"))?;
         file.set_len(size)
             .map_err(|e| format!("backing file: {e}"))?;
         let mut buf = vec![0u8; BLOCK.min(size as usize)];
@@ -310,18 +320,4 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
         }
         Ok(file)
     }
-}
-
-/// A memfd for the decoded copy. (An unnamed file on a disk filesystem would be read about
-/// twice as fast, in large folios, but it would hold `O_DIRECT` readers, whose opens the
-/// kernel must pass through while other passthrough opens are live, to the disk's
-/// alignment; a memfd takes any offset and length.)
-fn backing_file() -> Result<File, String> {
-    // SAFETY: a name and flags; the result is checked.
-    let fd = unsafe { libc::memfd_create(c"zarrfs".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(format!("memfd: {}", io::Error::last_os_error()));
-    }
-    // SAFETY: a new descriptor that nothing else owns.
-    Ok(unsafe { File::from_raw_fd(fd) })
 }
