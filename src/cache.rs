@@ -4,10 +4,15 @@
 //! were given, the kernel's page cache for a mount), so streaming an array reuses a few
 //! chunks' worth of memory instead of filling the budget. Prefetch requests are queued
 //! once per key, and a queued prefetch of a chunk that was served meanwhile is skipped.
+//! A prefetch never pushes out a chunk some reader used within the last [`IN_USE`]: when
+//! the budget holds only chunks in use (several readers each working through a large
+//! slab), prefetch stops and readers decode what they need themselves, instead of
+//! prefetches and readers evicting each other's chunks over and over.
 
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use lru::LruCache;
 use parking_lot::{Condvar, Mutex};
@@ -28,7 +33,12 @@ struct Entry {
     chunk: Arc<ChunkData>,
     /// Bytes of the chunk handed out so far.
     served: usize,
+    /// When it was loaded or last read.
+    used_at: Instant,
 }
+
+/// A chunk read within this long is in use: no prefetch evicts it.
+pub const IN_USE: Duration = Duration::from_secs(1);
 
 /// Served chunks remembered so that stale prefetches skip them.
 const SERVED_MEMORY: usize = 4096;
@@ -92,7 +102,10 @@ impl ChunkCache {
 
     /// The cached chunk, without loading.
     pub fn peek(&self, key: &ChunkKey) -> Option<Arc<ChunkData>> {
-        self.inner.lock().lru.get(key).map(|e| e.chunk.clone())
+        self.inner.lock().lru.get_mut(key).map(|e| {
+            e.used_at = Instant::now();
+            e.chunk.clone()
+        })
     }
 
     /// Note that `bytes` more of the chunk at `key` were handed out; once all of it has
@@ -103,6 +116,7 @@ impl ChunkCache {
             return;
         };
         entry.served += bytes;
+        entry.used_at = Instant::now();
         let size = entry.chunk.mem_size();
         // A unit of fill value is one element however much of it is read: it stays.
         if entry.served >= size && !matches!(entry.chunk.as_ref(), ChunkData::Fill(_)) {
@@ -131,13 +145,17 @@ impl ChunkCache {
         self.inner.lock().queued.remove(key);
     }
 
-    /// Run a claimed background load of `key`, unless the chunk was served whole since
-    /// it was claimed (a reader got there first) or is present.
-    pub fn prefetch(&self, key: &ChunkKey, load: impl FnOnce() -> Result<ChunkData>) {
+    /// Run a claimed background load of `key` (about `size` bytes decoded), unless the
+    /// chunk was served whole since it was claimed (a reader got there first), is
+    /// present, or would need room that chunks in use hold.
+    pub fn prefetch(&self, key: &ChunkKey, size: usize, load: impl FnOnce() -> Result<ChunkData>) {
         {
             let mut inner = self.inner.lock();
             inner.queued.remove(key);
             if inner.served.pop(key).is_some() || inner.lru.contains(key) {
+                return;
+            }
+            if !Self::make_room(&mut inner, self.budget, size) {
                 return;
             }
         }
@@ -193,13 +211,34 @@ impl ChunkCache {
         result
     }
 
+    /// Evict chunks not in use, least recently used first, until `size` more bytes fit;
+    /// false when chunks in use are in the way.
+    fn make_room(inner: &mut Inner, budget: usize, size: usize) -> bool {
+        while inner.used.saturating_add(size) > budget {
+            match inner.lru.peek_lru() {
+                Some((_, e)) if e.used_at.elapsed() >= IN_USE => {
+                    if let Some((_, old)) = inner.lru.pop_lru() {
+                        inner.used -= old.chunk.mem_size();
+                    }
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+
     fn insert(&self, key: ChunkKey, chunk: Arc<ChunkData>) {
         let size = chunk.mem_size();
         if size > self.budget {
             return;
         }
         let mut inner = self.inner.lock();
-        if let Some(old) = inner.lru.put(key, Entry { chunk, served: 0 }) {
+        let entry = Entry {
+            chunk,
+            served: 0,
+            used_at: Instant::now(),
+        };
+        if let Some(old) = inner.lru.put(key, entry) {
             inner.used -= old.chunk.mem_size();
         }
         inner.used += size;
@@ -293,11 +332,40 @@ mod tests {
         assert!(cache.peek(&key).is_none());
         assert_eq!(cache.used(), 0);
         // The queued prefetch then finds it served and does not decode it again.
-        cache.prefetch(&key, || panic!("served chunk decoded again"));
+        cache.prefetch(&key, 100, || panic!("served chunk decoded again"));
         assert!(cache.peek(&key).is_none());
         // A later claim loads normally.
         assert!(cache.claim_prefetch(&key));
-        cache.prefetch(&key, || Ok(ChunkData::Fixed(vec![2; 100])));
+        cache.prefetch(&key, 100, || Ok(ChunkData::Fixed(vec![2; 100])));
         assert!(cache.peek(&key).is_some());
+    }
+
+    #[test]
+    fn prefetch_never_evicts_chunks_in_use() {
+        let cache = ChunkCache::new(300);
+        for i in 0..3u64 {
+            cache
+                .get_or_load(&(5, 0, vec![i]), || Ok(ChunkData::Fixed(vec![0; 100])))
+                .unwrap();
+        }
+        // The budget holds three chunks readers just used: a prefetch does not load.
+        let key = (5, 0, vec![9]);
+        assert!(cache.claim_prefetch(&key));
+        cache.prefetch(&key, 100, || panic!("prefetch evicted chunks in use"));
+        assert!(cache.peek(&key).is_none());
+        assert_eq!(cache.used(), 300);
+        // A reader's own load still makes room.
+        cache
+            .get_or_load(&key, || Ok(ChunkData::Fixed(vec![1; 100])))
+            .unwrap();
+        assert!(cache.peek(&key).is_some());
+        assert_eq!(cache.used(), 300);
+        // Once no reader has used a chunk for a while, a prefetch may replace it.
+        std::thread::sleep(IN_USE);
+        let key = (5, 0, vec![10]);
+        assert!(cache.claim_prefetch(&key));
+        cache.prefetch(&key, 100, || Ok(ChunkData::Fixed(vec![2; 100])));
+        assert!(cache.peek(&key).is_some());
+        assert_eq!(cache.used(), 300);
     }
 }

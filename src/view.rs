@@ -410,7 +410,9 @@ impl View {
             }
             let (loader, cache) = (self.loader.clone(), self.cache.clone());
             let job_key = key.clone();
-            if !prefetcher.submit(move || cache.prefetch(&job_key, || loader.load(&unit))) {
+            let size = loader.array.unit_bytes();
+            let job = move || cache.prefetch(&job_key, size, || loader.load(&unit));
+            if !prefetcher.submit(job) {
                 self.cache.unclaim_prefetch(&key);
                 return false;
             }
