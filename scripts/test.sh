@@ -74,9 +74,11 @@ cargo clippy --release --all-targets -- -D warnings
 # The mount tests use the venv's Python (numpy) for memmap checks.
 export ZARRFS_TEST_PYTHON="$PWD/target/venv-zarr3/bin/python"
 cargo test --release -- --test-threads=2
-# The mount tests again with direct-IO reads (--io direct): every read reaches the daemon,
-# mmap goes through the page cache.
-ZARRFS_TEST_IO=direct ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
-    cargo test --release --test mount --test views --test stress --test hostile --test remote -- --test-threads=2
+# The mount tests again in each fixed I/O mode (the run above used the default, auto):
+# direct (every read reaches the daemon, mmap goes through the page cache), then cache.
+for io in direct cache; do
+    ZARRFS_TEST_IO=$io ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
+        cargo test --release --test mount --test views --test stress --test hostile --test remote -- --test-threads=2
+done
 # Fuzz smoke run: every fuzz target (fuzz/) for 30 s under afl-fuzz; fails on a crash.
 bash scripts/fuzz.sh 30

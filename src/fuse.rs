@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Error;
 use crate::fs::{Attr, FileKind, ZarrFs};
+use crate::io_mode::{IoMode, IoPolicy, OpenIo};
 use crate::materialize::{Materializer, Opened, PASSTHROUGH_FH};
 use crate::pool::{FairPool, Pool};
 use fuser::{
@@ -39,34 +40,10 @@ thread_local! {
     static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// How file reads reach the daemon.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IoMode {
-    /// Through the kernel page cache (kept between opens): kernel readahead, and re-reads
-    /// that never reach the daemon.
-    #[default]
-    Cache,
-    /// Each read straight into the reader's buffer (one copy instead of two); the daemon
-    /// reads ahead for sequential readers. `mmap` still goes through the page cache.
-    Direct,
-}
-
-impl std::str::FromStr for IoMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<IoMode, String> {
-        match s {
-            "cache" => Ok(IoMode::Cache),
-            "direct" => Ok(IoMode::Direct),
-            other => Err(format!("unknown io mode {other:?}: cache or direct")),
-        }
-    }
-}
-
 /// The FUSE side of a mount.
 pub struct FuseAdapter {
     fs: Arc<ZarrFs>,
-    io: IoMode,
+    io: Arc<IoPolicy>,
     materializer: Arc<Materializer<BackingId>>,
     reads: Arc<FairPool>,
     meta: Pool,
@@ -141,7 +118,7 @@ impl FuseAdapter {
         FuseAdapter {
             materializer: Materializer::new(fs.clone(), materialize),
             fs,
-            io,
+            io: Arc::new(IoPolicy::new(io)),
             reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
             meta: Pool::new(META_THREADS, "lookup"),
             owner: Owner {
@@ -208,7 +185,7 @@ impl Filesystem for FuseAdapter {
                 let _ = config.set_max_stack_depth(1);
             }
         }
-        if self.io == IoMode::Direct {
+        if self.io.mode() != IoMode::Cache {
             // mmap of a direct-IO file goes through the page cache (kernel 6.6 and later).
             if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
                 log::warn!("direct IO: the kernel lacks {missing:?}; mmap of array files fails");
@@ -236,11 +213,7 @@ impl Filesystem for FuseAdapter {
         if flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0 {
             return reply.error(Errno::EROFS);
         }
-        let flags = match self.io {
-            IoMode::Cache => FopenFlags::FOPEN_KEEP_CACHE,
-            IoMode::Direct => FopenFlags::FOPEN_DIRECT_IO,
-        };
-        let materializer = self.materializer.clone();
+        let (materializer, io) = (self.materializer.clone(), self.io.clone());
         self.meta(move |fs, _| {
             reply!(reply, "open", fs.open(ino.0), |_v| {
                 match materializer.open(ino.0, |file| reply.open_backing(file)) {
@@ -249,7 +222,14 @@ impl Filesystem for FuseAdapter {
                         FopenFlags::empty(),
                         &id,
                     ),
-                    Opened::Daemon => reply.opened(FileHandle(0), flags),
+                    Opened::Daemon => {
+                        let copied = materializer.will_copy(ino.0);
+                        let flags = match io.open(ino.0, copied) {
+                            OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,
+                            OpenIo::Direct => FopenFlags::FOPEN_DIRECT_IO,
+                        };
+                        reply.opened(FileHandle(0), flags)
+                    }
                 }
             })
         })
@@ -266,6 +246,9 @@ impl Filesystem for FuseAdapter {
         reply: ReplyEmpty,
     ) {
         self.materializer.release(ino.0, fh.0);
+        if fh.0 != PASSTHROUGH_FH {
+            self.io.release(ino.0);
+        }
         reply.ok()
     }
 

@@ -10,6 +10,7 @@ pub mod fs;
 pub mod fuse;
 pub mod hierarchy;
 pub mod inspect;
+pub mod io_mode;
 pub mod materialize;
 pub mod memory;
 pub mod metadata;

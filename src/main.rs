@@ -19,8 +19,8 @@ use zarrfs::cache::ChunkCache;
 use zarrfs::error::output_error;
 use zarrfs::fs::views::{self, ViewKind, ViewSet};
 use zarrfs::fs::FsOptions;
-use zarrfs::fuse::IoMode;
 use zarrfs::hierarchy::Hierarchy;
+use zarrfs::io_mode::IoMode;
 use zarrfs::mount::MountConfig;
 use zarrfs::prefetch::{Prefetcher, PREFETCH_PER_CORE};
 use zarrfs::store::StoreConfig;
@@ -222,9 +222,11 @@ enum Command {
         /// vrt, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr, NAME.vrt).
         #[arg(long, default_value = "raw", value_parser = parse_views)]
         views: ViewSet,
-        /// How reads reach the daemon: through the kernel page cache (cache), or straight
-        /// into the reader's buffer with readahead in the daemon (direct).
-        #[arg(long, default_value = "cache", value_parser = parse_io)]
+        /// How reads reach the daemon: through the kernel page cache (cache), straight
+        /// into the reader's buffer with readahead in the daemon (direct), or per open
+        /// (auto: direct when other files of the mount are being read, unless the page
+        /// cache may hold the file).
+        #[arg(long, default_value = "auto", value_parser = parse_io)]
         io: IoMode,
         /// Serve arrays read through once (or opened again) from a decoded copy in memory
         /// by the kernel (FUSE passthrough), within this budget: bytes with a unit, `off`,

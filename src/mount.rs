@@ -11,8 +11,9 @@ use std::sync::Arc;
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::fs::{FsOptions, ZarrFs};
-use crate::fuse::{FuseAdapter, IoMode};
+use crate::fuse::FuseAdapter;
 use crate::hierarchy::Hierarchy;
+use crate::io_mode::IoMode;
 use crate::prefetch::PREFETCH_PER_CORE;
 use crate::store::StoreConfig;
 use crate::{Error, Result};

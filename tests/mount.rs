@@ -747,3 +747,57 @@ fn arrays_read_through_are_served_by_the_kernel_and_stay_exact() {
     );
     assert_eq!(run_python(&script).trim(), want);
 }
+
+/// Bytes of `path` the kernel page cache holds (fincore).
+fn resident(path: &Path) -> u64 {
+    let out = Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--output", "RES"])
+        .arg(path)
+        .output()
+        .expect("run fincore");
+    assert!(out.status.success(), "fincore {}", path.display());
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim().parse().expect("fincore RES")
+}
+
+#[test]
+fn each_open_reads_through_the_page_cache_or_direct_as_the_io_mode_says() {
+    let m = Manifest::load();
+    let store = m.store_dir("v3_large");
+    let fixed = io_args();
+    // Without a fixed mode from the environment the mount runs the default, auto.
+    let mount = Mount::new(&store, &["--views", "raw,npy", "--materialize", "off"]);
+    let (first, second) = (mount.path("field"), mount.path("field.npy"));
+    let read = |path: &Path| {
+        let bytes = std::fs::read(path).expect("read");
+        assert!(
+            bytes.len() > 1 << 20,
+            "{} too small to tell",
+            path.display()
+        );
+    };
+    // The first file is read while it alone is open; the second while the first is held.
+    let held = std::fs::File::open(&first).expect("open");
+    read(&first);
+    read(&second);
+    let (a, b) = (resident(&first), resident(&second));
+    match fixed.get(1).map(String::as_str) {
+        None | Some("auto") => {
+            assert!(
+                a > 0,
+                "a lone open goes through the page cache: {a} bytes cached"
+            );
+            assert_eq!(b, 0, "an open beside another read is direct");
+            drop(held);
+            // Once the daemon has seen the release, the file read direct before is
+            // opened alone: through the page cache.
+            wait_until("a lone open through the page cache", || {
+                read(&second);
+                resident(&second) > 0
+            });
+        }
+        Some("cache") => assert!(a > 0 && b > 0, "cache mode: {a} and {b} bytes cached"),
+        Some("direct") => assert!(a == 0 && b == 0, "direct mode: {a} and {b} bytes cached"),
+        Some(other) => panic!("unknown ZARRFS_TEST_IO {other}"),
+    }
+}

@@ -190,6 +190,16 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
         }
     }
 
+    /// Whether `ino`, once read through, will be copied and served by the kernel.
+    pub fn will_copy(&self, ino: u64) -> bool {
+        self.enabled()
+            && !matches!(
+                self.state.lock().inodes.get(&ino).map(|n| &n.backing),
+                Some(Backing::Failed)
+            )
+            && matches!(self.fs.array_file_size(ino), Some(size) if size > 0 && size <= self.budget)
+    }
+
     /// An open of `ino` answered with file handle `fh` was released.
     pub fn release(&self, ino: u64, fh: u64) {
         if let Some(node) = self.state.lock().inodes.get_mut(&ino) {

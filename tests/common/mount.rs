@@ -33,7 +33,8 @@ pub fn mount_dir(label: &str) -> (TempDir, PathBuf, PathBuf) {
 }
 
 /// `--io MODE` when `ZARRFS_TEST_IO` names one (`cache` or `direct`): every mount of
-/// the tests then reads that way, so `scripts/test.sh` runs them in both modes.
+/// the tests then reads that way, so `scripts/test.sh` runs them in every mode (the
+/// default, `auto`, without it).
 pub fn io_args() -> Vec<String> {
     match std::env::var("ZARRFS_TEST_IO") {
         Ok(mode) if !mode.is_empty() => vec!["--io".into(), mode],
