@@ -8,9 +8,13 @@
 #                       (`--materialize`, FUSE passthrough), alternating with
 #   i.mat_plain.ARRAY   the warm plain file
 #   i.eight.MODE        eight concurrent cold `dd bs=1M` readers of different files (the
-#                       four arrays in C and in F order) through cache / direct mounts,
-#                       against i.eight.cat: eight `zarrfs cat` processes of the same
+#                       four arrays in C and in F order) through cache / direct / auto
+#                       mounts, against i.eight.cat: eight `zarrfs cat` processes of the same
+#   i.eight_big.MODE    the same through direct / auto mounts with a cache of
+#                       BENCH_EIGHT_CACHE (default 2GiB): room for the four 256 MiB
+#                       layers of units that four F-order readers each hold
 #   i.rand_direct.*     random 4 KiB preads on zstd through a direct mount, cold then warm
+#   i.rand_direct_big.* the same with a cache of BENCH_EIGHT_CACHE, which holds the array
 say "(i) building examples/decode_limit"
 cargo build --release --quiet --example decode_limit
 cp -f target/release/examples/decode_limit "$target_dir/bench-bin/decode_limit"
@@ -73,22 +77,31 @@ for v in "${variants[@]}"; do
     unmount "$mnt_root/big"
 done
 
+eight_cache="${BENCH_EIGHT_CACHE:-2GiB}"
+record meta.eight_cache "$eight_cache"
 for r in $(seq "$repeat"); do
-    for way in cache direct cat; do
+    for way in cache direct auto cat big:direct big:auto; do
         say "(i) eight concurrent readers, $way, run $r/$repeat"
         drop_caches
+        key="i.eight.$way"
+        size="$cache_size"
+        case "$way" in big:*) way="${way#big:}" key="i.eight_big.${way#big:}" size="$eight_cache" ;; esac
         if [ "$way" != cat ]; then
-            fresh_mount "$big" "$mnt_root/big" --io "$way"
-            fresh_mount "$big" "$mnt_root/bigF" --io "$way" --order F
+            cache_size="$size" fresh_mount "$big" "$mnt_root/big" --io "$way"
+            cache_size="$size" fresh_mount "$big" "$mnt_root/bigF" --io "$way" --order F
         fi
-        timed "i.eight.$way" eight_readers "$way"
+        timed "$key" eight_readers "$way"
         unmount "$mnt_root/big"
         unmount "$mnt_root/bigF"
     done
 done
 
-say "zstd: (i) random 4 KiB preads through a direct-IO mount, cold then warm"
-drop_caches
-fresh_mount "$big" "$mnt_root/big" --io direct
-pyrecord randread "$mnt_root/big/zstd" i.rand_direct.zstd --count "$random_reads"
-unmount "$mnt_root/big"
+for size in "$cache_size" "$eight_cache"; do
+    key=i.rand_direct.zstd
+    [ "$size" = "$cache_size" ] || key=i.rand_direct_big.zstd
+    say "zstd: (i) random 4 KiB preads through a direct-IO mount (cache $size), cold then warm"
+    drop_caches
+    cache_size="$size" fresh_mount "$big" "$mnt_root/big" --io direct
+    pyrecord randread "$mnt_root/big/zstd" "$key" --count "$random_reads"
+    unmount "$mnt_root/big"
+done
