@@ -32,6 +32,8 @@ pub struct Array {
     unit_shape: Vec<u64>,
     unit_repr: ChunkRepr,
     shard_indexes: Mutex<LruCache<String, Option<ShardIndex>>>,
+    /// Shards lately hinted to the store (see [`Array::will_need`]).
+    hinted_shards: Mutex<LruCache<String, ()>>,
     /// Runs of inner chunks fetched together (stores that want large requests).
     spans: ShardSpans,
     /// Bytes fetched from the store so far (for benchmarks and tests).
@@ -73,6 +75,7 @@ impl Array {
             unit_shape,
             unit_repr,
             shard_indexes: Mutex::new(LruCache::new(capacity)),
+            hinted_shards: Mutex::new(LruCache::new(capacity)),
             spans: ShardSpans::default(),
             fetched: AtomicU64::new(0),
         })
@@ -114,6 +117,25 @@ impl Array {
             self.fetched.fetch_add(b.len() as u64, Ordering::Relaxed);
         }
         Ok(got)
+    }
+
+    /// Tell the store that the read unit at `idx` will be read soon (the chunk, or the
+    /// whole shard holding it, hinted once while it is among the last shards hinted).
+    pub fn will_need(&self, idx: &[u64]) {
+        match self.chain.as_ref().and_then(CodecChain::sole_sharding) {
+            None => self.store.will_need(&self.meta.chunk_key(idx)),
+            Some(shard) => {
+                let shard_idx: Vec<u64> = idx
+                    .iter()
+                    .zip(&shard.inner_grid)
+                    .map(|(i, g)| i / g)
+                    .collect();
+                let key = self.meta.chunk_key(&shard_idx);
+                if self.hinted_shards.lock().put(key.clone(), ()).is_none() {
+                    self.store.will_need(&key);
+                }
+            }
+        }
     }
 
     /// The decoded read unit at `idx` (full unit shape, C order, little-endian), with a

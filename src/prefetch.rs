@@ -1,6 +1,8 @@
 //! Background decoding ahead of readers: a pool of worker threads (two per core by
 //! default) fed through a bounded queue. Jobs that do not fit are dropped: prefetch is a
-//! hint, and a reader that needs the chunk decodes it itself.
+//! hint, and a reader that needs the chunk decodes it itself. One more thread tells the
+//! store which values the queued decodes will read, so that a local disk reads them in
+//! the background while the decoders are busy with earlier ones.
 
 use std::sync::Arc;
 
@@ -14,6 +16,7 @@ const QUEUE_LIMIT: usize = 256;
 
 pub struct Prefetcher {
     pool: Pool,
+    hints: Pool,
 }
 
 impl Prefetcher {
@@ -21,11 +24,18 @@ impl Prefetcher {
     pub fn new(threads: usize) -> Arc<Prefetcher> {
         Arc::new(Prefetcher {
             pool: Pool::new(threads, "prefetch"),
+            hints: Pool::new(1, "readahead"),
         })
     }
 
     /// Queue `job`; false (and nothing queued) when the queue is full.
     pub fn submit(&self, job: impl FnOnce() + Send + 'static) -> bool {
         self.pool.try_run(QUEUE_LIMIT, job)
+    }
+
+    /// Queue `job`, which hints the store about reads to come, on the hint thread;
+    /// dropped when its queue is full.
+    pub fn hint(&self, job: impl FnOnce() + Send + 'static) {
+        self.hints.try_run(QUEUE_LIMIT, job);
     }
 }

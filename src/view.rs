@@ -403,6 +403,8 @@ impl View {
     /// Queue background decodes of `units` that are neither cached, loading nor queued;
     /// false when the queue was full.
     fn prefetch(&self, prefetcher: &Prefetcher, units: Vec<Vec<u64>>) -> bool {
+        let mut queued = Vec::new();
+        let mut all = true;
         for unit in units {
             let key = self.loader.key(&unit);
             if !self.cache.claim_prefetch(&key) {
@@ -411,13 +413,21 @@ impl View {
             let (loader, cache) = (self.loader.clone(), self.cache.clone());
             let job_key = key.clone();
             let size = loader.array.unit_bytes();
-            let job = move || cache.prefetch(&job_key, size, || loader.load(&unit));
+            let job_unit = unit.clone();
+            let job = move || cache.prefetch(&job_key, size, || loader.load(&job_unit));
             if !prefetcher.submit(job) {
                 self.cache.unclaim_prefetch(&key);
-                return false;
+                all = false;
+                break;
             }
+            queued.push(unit);
         }
-        true
+        // The store starts reading what the queued decodes need.
+        if !queued.is_empty() {
+            let array = self.loader.array.clone();
+            prefetcher.hint(move || queued.iter().for_each(|unit| array.will_need(unit)));
+        }
+        all
     }
 
     /// Before a read of `[offset, offset + len)`: start decoding what it needs (beyond the

@@ -127,6 +127,13 @@ impl Store for FolderStore {
         Ok(Some(buf))
     }
 
+    fn will_need(&self, key: &str) {
+        if let Ok(Some(f)) = self.open_file(key) {
+            // SAFETY: advice on a descriptor we own; failure only loses the hint.
+            unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED) };
+        }
+    }
+
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
         let Some(mut f) = self.open_file(key)? else {
             return Ok(None);

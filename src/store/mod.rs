@@ -105,6 +105,10 @@ pub trait Store: Send + Sync {
     fn version(&self, _key: &str) -> Result<Version> {
         Ok(Version::Unknown)
     }
+    /// A hint that the value at `key` will be read soon: a local store starts reading it
+    /// from disk in the background, so that the read finds it in memory. Errors are
+    /// ignored (the read reports them).
+    fn will_need(&self, _key: &str) {}
     /// The store's URL, for caches shared by mounts of the same store.
     fn location(&self) -> Option<String> {
         None
