@@ -458,3 +458,87 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
     let tail = fs.read(tif.ino, tif.size - 4096, 8192).unwrap();
     assert_eq!(tail, vec![7u8; 4096]);
 }
+
+/// A folder store that records the keys it is told will be read.
+struct Hinted {
+    inner: FolderStore,
+    hints: parking_lot::Mutex<Vec<String>>,
+}
+
+impl crate::store::Store for Hinted {
+    fn get(&self, key: &str) -> crate::error::Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn get_range(
+        &self,
+        key: &str,
+        range: crate::store::ByteRange,
+    ) -> crate::error::Result<Option<Vec<u8>>> {
+        self.inner.get_range(key, range)
+    }
+    fn list_dir(&self, prefix: &str) -> crate::error::Result<crate::store::Listing> {
+        self.inner.list_dir(prefix)
+    }
+    fn will_need(&self, key: &str) {
+        self.hints.lock().push(key.to_string());
+    }
+}
+
+#[test]
+fn sequential_reads_hint_the_store_about_the_shards_and_chunks_to_come() {
+    let (dir, _) = demo_fs(Order::C, false);
+    let store = Arc::new(Hinted {
+        inner: FolderStore::open(&dir).unwrap(),
+        hints: Default::default(),
+    });
+    let options = FsOptions {
+        layout: Layout::default(),
+        cache_bytes: 1 << 20,
+        prefetch_threads: 1,
+        views: "raw".parse().unwrap(),
+    };
+    let fs = ZarrFs::new(Hierarchy::open(store.clone()).unwrap(), options, "t.zarr");
+    for (group, name, prefix) in [
+        ("surface", "elevation", "surface/elevation/c/"),
+        ("", "temperature", "temperature/c/"),
+    ] {
+        let parent = if group.is_empty() {
+            ROOT
+        } else {
+            fs.lookup(ROOT, group).unwrap().ino
+        };
+        let file = fs.lookup(parent, name).unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut offset = 0;
+        while offset < file.size {
+            offset += fs.read_into(file.ino, offset, &mut buf).unwrap() as u64;
+        }
+        // Hints are given on a thread of their own: wait for them.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let hinted = loop {
+            let hinted: Vec<String> = store
+                .hints
+                .lock()
+                .iter()
+                .filter(|k| k.starts_with(prefix))
+                .cloned()
+                .collect();
+            if !hinted.is_empty() || std::time::Instant::now() > deadline {
+                break hinted;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert!(!hinted.is_empty(), "{name}: no hints");
+        let mut unique = hinted.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), hinted.len(), "{name}: a key hinted twice");
+        for key in &hinted {
+            assert!(
+                dir.join(key).is_file(),
+                "{name}: hinted {key}, which is no stored value"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

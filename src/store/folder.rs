@@ -249,6 +249,9 @@ mod tests {
         );
         assert!(s.get_range("a/fifo", ByteRange::Suffix(4)).is_err());
         assert!(s.list_dir("a/").unwrap().keys.contains(&"fifo".to_string()));
+        // A read-ahead hint neither blocks on it nor fails.
+        s.will_need("a/fifo");
+        s.will_need("a/missing");
     }
 
     #[test]
