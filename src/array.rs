@@ -119,18 +119,19 @@ impl Array {
         Ok(got)
     }
 
+    /// The key of the shard holding inner chunk `idx` (`inner_grid` inner chunks a shard).
+    fn shard_key(&self, inner_grid: &[u64], idx: &[u64]) -> String {
+        let shard_idx: Vec<u64> = idx.iter().zip(inner_grid).map(|(i, g)| i / g).collect();
+        self.meta.chunk_key(&shard_idx)
+    }
+
     /// Tell the store that the read unit at `idx` will be read soon (the chunk, or the
     /// whole shard holding it, hinted once while it is among the last shards hinted).
     pub fn will_need(&self, idx: &[u64]) {
         match self.chain.as_ref().and_then(CodecChain::sole_sharding) {
             None => self.store.will_need(&self.meta.chunk_key(idx)),
             Some(shard) => {
-                let shard_idx: Vec<u64> = idx
-                    .iter()
-                    .zip(&shard.inner_grid)
-                    .map(|(i, g)| i / g)
-                    .collect();
-                let key = self.meta.chunk_key(&shard_idx);
+                let key = self.shard_key(&shard.inner_grid, idx);
                 if self.hinted_shards.lock().put(key.clone(), ()).is_none() {
                     self.store.will_need(&key);
                 }
@@ -168,12 +169,7 @@ impl Array {
                 }
             }
             Some(shard) => {
-                let shard_idx: Vec<u64> = idx
-                    .iter()
-                    .zip(&shard.inner_grid)
-                    .map(|(i, g)| i / g)
-                    .collect();
-                let key = self.meta.chunk_key(&shard_idx);
+                let key = self.shard_key(&shard.inner_grid, idx);
                 let Some(index) = self.shard_index(&key)? else {
                     return self.unit_repr.fill_marker();
                 };
