@@ -529,10 +529,14 @@ fn sequential_reads_hint_the_store_about_the_shards_and_chunks_to_come() {
             std::thread::sleep(std::time::Duration::from_millis(10));
         };
         assert!(!hinted.is_empty(), "{name}: no hints");
-        let mut unique = hinted.clone();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), hinted.len(), "{name}: a key hinted twice");
+        // A shard is hinted once however many of its inner chunks are queued (a chunk
+        // may be hinted again when this small cache evicted it before it was read).
+        if name == "elevation" {
+            let mut unique = hinted.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(unique.len(), hinted.len(), "{name}: a shard hinted twice");
+        }
         for key in &hinted {
             assert!(
                 dir.join(key).is_file(),
