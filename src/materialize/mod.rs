@@ -1,8 +1,9 @@
 //! Hot arrays at native speed: an array file read to its end, or opened a second time,
-//! whose bytes fit the budget is decoded once into a backing file (see [`tmpfs`]); later opens hand that file to
-//! the kernel (FUSE passthrough), so their reads and mmaps never reach the daemon. The
-//! budget is an LRU over the materialized files; the kernel must offer passthrough and
-//! the daemon must be root (the backing-file ioctl needs CAP_SYS_ADMIN).
+//! whose bytes fit the budget is decoded once into a backing file (see [`tmpfs`]); later
+//! opens hand that file to the kernel (FUSE passthrough), so their reads and mmaps never
+//! reach the daemon. The budget is an LRU over the materialized files; the kernel must
+//! offer passthrough and the daemon must be root (the backing-file ioctl needs
+//! CAP_SYS_ADMIN).
 //!
 //! The kernel refuses a passthrough open of an inode while a page-cache open of it is
 //! live (and the other way round), so opens are counted per inode: a new open goes
