@@ -437,9 +437,17 @@ class Checker:
             return
         self.expect(where, "GDAL GTiff", arr, [(npages, rows, cols)], "C_little")
 
-    def read_envi(self, where, path, entry, data) -> None:
+    def gdal_read(self, where, path, driver):
+        """The whole raster GDAL's `driver` reads at `path`, or None (a failure noted)."""
         from osgeo import gdal
 
+        ds = gdal.OpenEx(path, gdal.OF_RASTER, allowed_drivers=[driver])
+        if ds is None:
+            self.failures.add(where, f"GDAL {driver}: cannot open: {gdal.GetLastErrorMsg()}")
+            return None
+        return ds.ReadAsArray()
+
+    def read_envi(self, where, path, entry, data) -> None:
         fields = parse_envi(path)
         shape = entry["shape"]
         fshape = file_shape(shape, self.order)
@@ -456,19 +464,13 @@ class Checker:
         if ENVI_CODES[key] in ENVI_UNKNOWN_TO_GDAL:
             self.counts["ENVI int64/uint64 (header only)"] += 1
             return
-        raw = path[: -len(".hdr")]
-        ds = gdal.OpenEx(raw, gdal.OF_RASTER, allowed_drivers=["ENVI"])
-        if ds is None:
-            self.failures.add(where, f"GDAL ENVI: cannot open: {gdal.GetLastErrorMsg()}")
+        arr = self.gdal_read(where, path[: -len(".hdr")], "ENVI")
+        if arr is None:
             return
-        arr = ds.ReadAsArray()
-        ds = None
         arr = arr.reshape(-1, *arr.shape[-2:]) if arr.ndim >= 2 else arr
         self.expect(where, "GDAL ENVI", arr, [(bands, lines, samples)], f"{self.order}_little")
 
     def read_vrt(self, where, path, entry, data) -> None:
-        from osgeo import gdal
-
         shape = entry["shape"]
         npages, rows, cols = plane_dims(shape)
         key = type_key(entry)
@@ -496,12 +498,9 @@ class Checker:
             self.failures.add(where, f"vrt: {p}")
         if problems:
             return
-        ds = gdal.OpenEx(path, gdal.OF_RASTER, allowed_drivers=["VRT"])
-        if ds is None:
-            self.failures.add(where, f"GDAL VRT: cannot open: {gdal.GetLastErrorMsg()}")
+        arr = self.gdal_read(where, path, "VRT")
+        if arr is None:
             return
-        arr = ds.ReadAsArray()
-        ds = None
         self.expect(where, "GDAL VRT", arr.reshape(-1, rows, cols) if arr.size == npages * rows * cols else arr,
                     [(npages, rows, cols)], "C_little")
 

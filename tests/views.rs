@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use common::fixtures::{arrays_of, is_unsupported};
 use common::mount::{pread_full, Lcg, Mount};
-use common::{sha256, zarrfs, CliRun, Manifest, TempDir};
+use common::{assert_no_failures, sha256, zarrfs, CliRun, Manifest, TempDir};
 use serde_json::Value;
 
 /// The kinds of `--views` and the suffix each adds to the array's file name.
@@ -337,12 +337,7 @@ fn headed_views_at_random_ranges_equal_cat_as() {
             failures.extend(f);
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
     // npy of all 12 arrays in 3 layouts, TIFF of the 9 of rank >= 2 in 2 layouts.
     assert!(compared >= 36 + 16, "only {compared} views compared");
 }
@@ -409,12 +404,7 @@ fn header_command_equals_the_mounted_headers() {
         compared += n;
         failures.extend(f);
     }
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
     assert!(compared >= 600, "only {compared} headers compared");
     // --data-file names another raw file in the headers that name one.
     let dir = m.store_dir("v3").to_string_lossy().to_string();
@@ -602,12 +592,7 @@ fn default_listing_is_unchanged_and_views_npy_hides_raw() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
 }
 
 /// `user.zarrfs.views` of `file`, trailing newline trimmed; `None` if it cannot be read.
