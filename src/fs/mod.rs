@@ -73,6 +73,9 @@ pub struct ZarrFs {
     /// Each array's flat content, by node path: one per array, whichever of its files
     /// (raw, `.npy`, `.tif`) is read, so they share one view and its cached chunks.
     flats: Mutex<HashMap<String, Arc<Content>>>,
+    /// Why a view of an array has no file (`None`: it has one), by path and kind: its
+    /// header is built once to find out, not at every listing, lookup and xattr read.
+    absent: Mutex<HashMap<(String, ViewKind), Option<String>>>,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -119,6 +122,7 @@ impl ZarrFs {
             root_array,
             views: options.views,
             flats: Mutex::new(HashMap::new()),
+            absent: Mutex::new(HashMap::new()),
         }
     }
 
@@ -145,6 +149,21 @@ impl ZarrFs {
         ))
     }
 
+    /// Why view `kind` of the array at `path` has no file; `None` when it has one. Not
+    /// remembered when the array's metadata could not be had.
+    fn view_absent(&self, path: &str, kind: ViewKind) -> Option<String> {
+        let key = (path.to_string(), kind);
+        if let Some(absent) = self.absent.lock().get(&key) {
+            return absent.clone();
+        }
+        let absent = match self.view_header(path, kind) {
+            Ok(header) => header.err(),
+            Err(e) => return Some(e.to_string()),
+        };
+        self.absent.lock().insert(key, absent.clone());
+        absent
+    }
+
     /// The files of the array at `path` named `name`: sidecar, raw file and views, with
     /// the names of real nodes (`taken`) left to them.
     fn array_entries(
@@ -166,10 +185,9 @@ impl ZarrFs {
                 log::debug!("/{path}: view {file:?} left out: a node has that name");
                 continue;
             }
-            match self.view_header(path, kind) {
-                Ok(Ok(_)) => out.push((file, Node::View(path.to_string(), kind))),
-                Ok(Err(why)) => log::debug!("/{path}: no {} view: {why}", kind.label()),
-                Err(e) => log::debug!("/{path}: no {} view: {e}", kind.label()),
+            match self.view_absent(path, kind) {
+                None => out.push((file, Node::View(path.to_string(), kind))),
+                Some(why) => log::debug!("/{path}: no {} view: {why}", kind.label()),
             }
         }
         out
@@ -182,8 +200,7 @@ impl ZarrFs {
             let path = join(dir, array);
             let is_array =
                 !array.is_empty() && self.hierarchy.kind_of(&path) == Some(NodeKind::Array);
-            (is_array && matches!(self.view_header(&path, kind), Ok(Ok(_))))
-                .then_some(Node::View(path, kind))
+            (is_array && self.view_absent(&path, kind).is_none()).then_some(Node::View(path, kind))
         })
     }
 
@@ -454,10 +471,9 @@ impl ZarrFs {
             lines.push(format!("raw: {name}"));
         }
         for kind in self.views.extra() {
-            let state = match self.view_header(path, kind) {
-                Ok(Ok(_)) => kind.file_name(&name),
-                Ok(Err(why)) => format!("absent ({why})"),
-                Err(e) => format!("absent ({e})"),
+            let state = match self.view_absent(path, kind) {
+                None => kind.file_name(&name),
+                Some(why) => format!("absent ({why})"),
             };
             lines.push(format!("{}: {state}", kind.label()));
         }
