@@ -32,7 +32,7 @@
 #      and writes it to target/bench-results.md (raw figures: target/bench-raw.txt).
 #
 # Cold figures are the median of BENCH_REPEAT runs (default 5), warm ones of 5.
-# Environment: BENCH_CACHE_SIZE (default 1GiB, the mount's --cache-size),
+# Environment: BENCH_CACHE_SIZE (the mounts' --cache-size; default auto, the daemon's own),
 # BENCH_RANDOM_READS (default 10000), BENCH_REPEAT, ZARRFS (a prebuilt binary, skips the
 # build), PYTHON (for the venv).
 # The daemons' logs go to target/bench-zarrfs.log.
@@ -49,7 +49,7 @@ results="$target_dir/bench-results.md"
 daemon_log="$target_dir/bench-zarrfs.log"
 venv="$target_dir/venv-bench"
 py="$venv/bin/python"
-cache_size="${BENCH_CACHE_SIZE:-1GiB}"
+cache_size="${BENCH_CACHE_SIZE:-auto}"
 random_reads="${BENCH_RANDOM_READS:-10000}"
 repeat="${BENCH_REPEAT:-5}"
 count_file="$target_dir/bench-count"

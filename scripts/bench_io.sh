@@ -10,11 +10,12 @@
 #   i.eight.MODE        eight concurrent cold `dd bs=1M` readers of different files (the
 #                       four arrays in C and in F order) through cache / direct / auto
 #                       mounts, against i.eight.cat: eight `zarrfs cat` processes of the same
-#   i.eight_big.MODE    the same through direct / auto mounts with a cache of
-#                       BENCH_EIGHT_CACHE (default 2GiB): room for the four 256 MiB
+#   i.eight_small.MODE  the same through direct / auto mounts with a cache of
+#                       BENCH_SMALL_CACHE (default 1GiB): too small for the four 256 MiB
 #                       layers of units that four F-order readers each hold
 #   i.rand_direct.*     random 4 KiB preads on zstd through a direct mount, cold then warm
-#   i.rand_direct_big.* the same with a cache of BENCH_EIGHT_CACHE, which holds the array
+#   i.rand_direct_small.* the same with a cache of BENCH_SMALL_CACHE, which does not hold
+#                       the whole array
 say "(i) building examples/decode_limit"
 cargo build --release --quiet --example decode_limit
 cp -f target/release/examples/decode_limit "$target_dir/bench-bin/decode_limit"
@@ -77,15 +78,15 @@ for v in "${variants[@]}"; do
     unmount "$mnt_root/big"
 done
 
-eight_cache="${BENCH_EIGHT_CACHE:-2GiB}"
-record meta.eight_cache "$eight_cache"
+small_cache="${BENCH_SMALL_CACHE:-1GiB}"
+record meta.small_cache "$small_cache"
 for r in $(seq "$repeat"); do
-    for way in cache direct auto cat big:direct big:auto; do
+    for way in cache direct auto cat small:direct small:auto; do
         say "(i) eight concurrent readers, $way, run $r/$repeat"
         drop_caches
         key="i.eight.$way"
         size="$cache_size"
-        case "$way" in big:*) way="${way#big:}" key="i.eight_big.${way#big:}" size="$eight_cache" ;; esac
+        case "$way" in small:*) way="${way#small:}" key="i.eight_small.${way#small:}" size="$small_cache" ;; esac
         if [ "$way" != cat ]; then
             cache_size="$size" fresh_mount "$big" "$mnt_root/big" --io "$way"
             cache_size="$size" fresh_mount "$big" "$mnt_root/bigF" --io "$way" --order F
@@ -96,9 +97,9 @@ for r in $(seq "$repeat"); do
     done
 done
 
-for size in "$cache_size" "$eight_cache"; do
+for size in "$cache_size" "$small_cache"; do
     key=i.rand_direct.zstd
-    [ "$size" = "$cache_size" ] || key=i.rand_direct_big.zstd
+    [ "$size" = "$cache_size" ] || key=i.rand_direct_small.zstd
     say "zstd: (i) random 4 KiB preads through a direct-IO mount (cache $size), cold then warm"
     drop_caches
     cache_size="$size" fresh_mount "$big" "$mnt_root/big" --io direct

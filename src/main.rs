@@ -215,8 +215,9 @@ enum Command {
         order: OrderArg,
         #[arg(long, value_enum, default_value = "little")]
         endian: EndianArg,
-        /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G).
-        #[arg(long, default_value = "1GiB", value_parser = zarrfs::mount::parse_size)]
+        /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G), or auto: an
+        /// eighth of the memory, at least 256 MiB and at most 4 GiB.
+        #[arg(long, default_value = "auto", value_parser = zarrfs::mount::parse_cache_size)]
         cache_size: usize,
         /// The files each array shows: a comma list of raw, npy, tiff, envi, mhd, nrrd,
         /// vrt, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr, NAME.vrt).
@@ -317,14 +318,7 @@ fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat, quiet: bool)
     let unit = array.unit_bytes().max(1 << 16) as u64;
     // At most half the machine's memory: a huge layer then costs repeated decodes, not
     // the process.
-    // SAFETY: sysconf only reads system configuration.
-    let (pages, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    let half_memory = (pages.max(0) as u64).saturating_mul(page.max(0) as u64) / 2;
+    let half_memory = zarrfs::memory::physical() / 2;
     let budget = row_units
         .saturating_mul(4)
         .saturating_mul(unit)

@@ -12,3 +12,37 @@ pub fn tune_allocator() {
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }
 }
+
+/// The machine's physical memory in bytes (0 when the system does not say).
+pub fn physical() -> u64 {
+    // SAFETY: sysconf only reads system configuration.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    (pages.max(0) as u64).saturating_mul(page.max(0) as u64)
+}
+
+/// The decoded-chunk cache of a mount by default: an eighth of `memory`, at least
+/// 256 MiB and at most 4 GiB. Room for the slabs of units that several large F-order
+/// readers hold at once, and for random re-reads of an array of a few GiB.
+pub fn default_cache(memory: u64) -> usize {
+    let bytes = (memory / 8).clamp(256 << 20, 4 << 30);
+    usize::try_from(bytes).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_cache_is_an_eighth_of_memory_within_bounds() {
+        assert_eq!(default_cache(24 << 30), 3 << 30);
+        assert_eq!(default_cache(1 << 30), 256 << 20);
+        assert_eq!(default_cache(0), 256 << 20);
+        assert_eq!(default_cache(256 << 30), 4 << 30);
+        assert!(physical() > 0);
+    }
+}

@@ -165,20 +165,21 @@ fn is_mounted(path: &Path) -> bool {
 /// The default budget of materialized arrays: a quarter of the memory, at most 4 GiB,
 /// when running as root (the only case the kernel allows backing files).
 pub fn default_materialize() -> u64 {
-    // SAFETY: geteuid and sysconf only read process and system facts.
-    let (root, pages, page) = unsafe {
-        (
-            libc::geteuid() == 0,
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    let memory = (pages.max(0) as u64).saturating_mul(page.max(0) as u64);
+    // SAFETY: geteuid only reads the process's user id.
+    let root = unsafe { libc::geteuid() } == 0;
     if root {
-        (memory / 4).min(4 << 30)
+        (crate::memory::physical() / 4).min(4 << 30)
     } else {
         0
     }
+}
+
+/// `--cache-size`: bytes with a unit, or `auto` (see [`crate::memory::default_cache`]).
+pub fn parse_cache_size(s: &str) -> std::result::Result<usize, String> {
+    if s.trim() == "auto" {
+        return Ok(crate::memory::default_cache(crate::memory::physical()));
+    }
+    parse_size(s)
 }
 
 /// Loops reading requests from the kernel: one per core (requests are answered on the
@@ -422,5 +423,14 @@ mod tests {
         assert_eq!(parse_size("1.5k"), Ok(1536));
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("MiB").is_err());
+    }
+
+    #[test]
+    fn the_cache_size_is_a_size_or_auto() {
+        let auto = crate::memory::default_cache(crate::memory::physical());
+        assert_eq!(parse_cache_size("auto"), Ok(auto));
+        assert!((256 << 20..=4 << 30).contains(&auto));
+        assert_eq!(parse_cache_size("64MiB"), Ok(64 << 20));
+        assert!(parse_cache_size("lots").is_err());
     }
 }
