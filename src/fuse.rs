@@ -8,6 +8,7 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::cache::Retain;
 use crate::error::Error;
 use crate::fs::{Attr, FileKind, ZarrFs};
 use crate::io_mode::{IoMode, IoPolicy, OpenIo};
@@ -32,6 +33,10 @@ const MATERIALIZED_XATTR: &str = "user.zarrfs.materialized";
 /// Requests the kernel keeps in flight (background reads, readahead) before it throttles.
 const MAX_BACKGROUND: u16 = 64;
 
+/// The file handle of a direct-IO open: nothing keeps the bytes its reads hand out, so
+/// they stay in the daemon's cache (other opens have handle 0, or [`PASSTHROUGH_FH`]).
+const DIRECT_FH: u64 = 2;
+
 /// Read workers beyond the reads one file may have in flight: a file whose reads hang on
 /// its store never holds up the reads of other files.
 const SPARE_READ_THREADS: usize = 2;
@@ -48,6 +53,8 @@ pub struct FuseAdapter {
     reads: Arc<FairPool>,
     meta: Pool,
     owner: Owner,
+    /// Called once when the session ends, before fuser tears the mount down.
+    on_end: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 /// Who owns every file, and when they were made.
@@ -127,7 +134,15 @@ impl FuseAdapter {
                 gid: unsafe { libc::getgid() },
                 mounted_at: SystemTime::now(),
             },
+            on_end: None,
         }
+    }
+
+    /// Run `end` when the session has ended (all request loops returned), before the
+    /// session's own teardown.
+    pub fn on_end(mut self, end: impl FnOnce() + Send + Sync + 'static) -> FuseAdapter {
+        self.on_end = Some(Box::new(end));
+        self
     }
 
     /// Run `job` with the filesystem on the metadata pool.
@@ -163,6 +178,12 @@ impl Owner {
 }
 
 impl Filesystem for FuseAdapter {
+    fn destroy(&mut self) {
+        if let Some(end) = self.on_end.take() {
+            end();
+        }
+    }
+
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_readahead(4 << 20);
         // Many reads in flight for sequential readers, and the kernel's async readahead
@@ -224,11 +245,11 @@ impl Filesystem for FuseAdapter {
                     ),
                     Opened::Daemon => {
                         let copied = materializer.will_copy(ino.0);
-                        let flags = match io.open(ino.0, copied) {
-                            OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,
-                            OpenIo::Direct => FopenFlags::FOPEN_DIRECT_IO,
+                        let (fh, flags) = match io.open(ino.0, copied) {
+                            OpenIo::Cache => (0, FopenFlags::FOPEN_KEEP_CACHE),
+                            OpenIo::Direct => (DIRECT_FH, FopenFlags::FOPEN_DIRECT_IO),
                         };
-                        reply.opened(FileHandle(0), flags)
+                        reply.opened(FileHandle(fh), flags)
                     }
                 }
             })
@@ -256,7 +277,7 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -265,6 +286,13 @@ impl Filesystem for FuseAdapter {
     ) {
         let (fs, materializer) = (self.fs.clone(), self.materializer.clone());
         let ino = ino.0;
+        // Nothing keeps what the reads of a direct open hand out: their units stay cached
+        // for re-reads.
+        let retain = if fh.0 == DIRECT_FH {
+            Retain::Cache
+        } else {
+            Retain::Reader
+        };
         self.reads.run(ino, move || {
             let served = |n: usize| {
                 if materializer.enabled() && fs.reaches_end(ino, offset, n) {
@@ -272,7 +300,7 @@ impl Filesystem for FuseAdapter {
                 }
             };
             // A range inside one cached unit goes out as it is, without a copy.
-            match fs.read_in_place(ino, offset, size as usize) {
+            match fs.read_in_place(ino, offset, size as usize, retain) {
                 Ok(Some(slice)) => {
                     served(slice.bytes().len());
                     return reply.data(slice.bytes());
@@ -284,7 +312,7 @@ impl Filesystem for FuseAdapter {
             READ_BUFFER.with_borrow_mut(|buf| {
                 buf.resize(buf.len().max(size as usize), 0);
                 let buf = &mut buf[..size as usize];
-                let result = fs.read_into(ino, offset, buf);
+                let result = fs.read_into(ino, offset, buf, retain);
                 reply!(reply, "read", result, |n| {
                     served(n);
                     reply.data(&buf[..n])

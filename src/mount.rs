@@ -2,6 +2,7 @@
 //! unmount on SIGINT / SIGTERM, and `umount` (stale mounts of killed daemons included).
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -252,10 +253,36 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     }
     let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs, &name));
     let materialize = cfg.materialize.unwrap_or_else(default_materialize);
-    let adapter = FuseAdapter::new(fs, threads, cfg.io, materialize);
+    // The session's /dev/fuse descriptor, to tell at the end whether the kernel has ended
+    // the connection.
+    let device = Arc::new(std::sync::OnceLock::<OwnedFd>::new());
+    let end_device = device.clone();
+    let end_mountpoint = mountpoint.clone();
+    let adapter = FuseAdapter::new(fs, threads, cfg.io, materialize).on_end(move || {
+        // Once the session ends, fuser (0.18) unmounts the mountpoint path even when the
+        // kernel has already ended the connection (its check that the mount is still up
+        // always says yes), which removes whatever is mounted there now: a new mount of
+        // the same folder, made while this daemon was finishing (after `umount -l`, or a
+        // quick remount). When the connection is over there is nothing of ours left to
+        // unmount, so the daemon ends here.
+        if end_device
+            .get()
+            .is_some_and(|fd| connection_ended(fd.as_fd()))
+        {
+            log::info!("unmounted {}", end_mountpoint.display());
+            log::logger().flush();
+            std::process::exit(0);
+        }
+    });
     let config = session_config(&cfg.store, &cfg.options, request_loops());
     let mut session = fuser::Session::new(adapter, &mountpoint, &config)
         .map_err(|e| Error::Invalid(crate::mount_failure::explain(&mountpoint, &e)))?;
+    match session.as_fd().try_clone_to_owned() {
+        Ok(fd) => {
+            let _ = device.set(fd);
+        }
+        Err(e) => log::warn!("/dev/fuse descriptor: {e}"),
+    }
     // The kernel has taken the INIT reply (which sets readahead): raise it now.
     raise_readahead(&mountpoint, READAHEAD_KIB);
     log::info!("mounted {} at {}", cfg.store, mountpoint.display());
@@ -298,6 +325,19 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     }
     log::info!("unmounted {}", mountpoint.display());
     Ok(())
+}
+
+/// Whether the kernel has ended the FUSE connection of `device` (unmounted or aborted):
+/// its /dev/fuse descriptor then polls as an error.
+fn connection_ended(device: BorrowedFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: device.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no waiting.
+    let n = unsafe { libc::poll(&mut poll, 1, 0) };
+    n == 1 && poll.revents & libc::POLLERR != 0
 }
 
 /// Start this program again in the background and wait until it reports the mount up.

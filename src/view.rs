@@ -11,7 +11,7 @@ use base64::Engine;
 use parking_lot::Mutex;
 
 use crate::array::Array;
-use crate::cache::{ChunkCache, ChunkKey};
+use crate::cache::{ChunkCache, ChunkKey, Retain};
 use crate::codec::{reverse_axes, swap_elements, ChunkData};
 use crate::error::{output_error, Error, Result};
 use crate::metadata::{DataType, SwapUnits};
@@ -489,7 +489,12 @@ impl View {
     /// unit's memory (the unit spans the whole file extent of every axis faster than the
     /// slowest one the read crosses): the cached unit itself, to be handed out without a
     /// copy. `None` when the read must be assembled with [`View::read_at`].
-    pub fn read_in_place(&self, offset: u64, len: usize) -> Result<Option<UnitSlice>> {
+    pub fn read_in_place(
+        &self,
+        offset: u64,
+        len: usize,
+        retain: Retain,
+    ) -> Result<Option<UnitSlice>> {
         let size = self.size();
         let item = self.loader.item as u64;
         if offset >= size || len == 0 || !offset.is_multiple_of(item) {
@@ -518,7 +523,9 @@ impl View {
                 "decoded chunk has the wrong size",
             ));
         }
-        self.cache.served(&key, len as usize);
+        if retain == Retain::Reader {
+            self.cache.served(&key, len as usize);
+        }
         Ok(Some(UnitSlice { chunk, range }))
     }
 
@@ -550,7 +557,7 @@ impl View {
     }
 
     /// Fill `buf` from file offset `offset`; returns the bytes written (short at EOF).
-    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    pub fn read_at(&self, offset: u64, buf: &mut [u8], retain: Retain) -> Result<usize> {
         let size = self.size();
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -560,12 +567,12 @@ impl View {
         let item = self.loader.item as u64;
         let (first, last) = (offset / item, (offset + len as u64).div_ceil(item));
         if offset == first * item && offset + len as u64 == last * item {
-            self.fill_elements(first, last, &mut buf[..len], false)?;
+            self.fill_elements(first, last, &mut buf[..len], false, retain)?;
         } else {
             // A request that splits elements: whole elements first, then the part asked.
             // A split element counts as served by the read holding its first byte.
             let mut whole = vec![0u8; ((last - first) * item) as usize];
-            self.fill_elements(first, last, &mut whole, offset != first * item)?;
+            self.fill_elements(first, last, &mut whole, offset != first * item, retain)?;
             let skip = (offset - first * item) as usize;
             buf[..len].copy_from_slice(&whole[skip..skip + len]);
         }
@@ -574,13 +581,15 @@ impl View {
 
     /// Write file elements `[first, last)` into `dst`: the range splits into boxes, each
     /// box into the units it crosses, and each piece is one strided box copy. Each piece
-    /// is reported to the cache as served, except element `first` when `first_not_served`.
+    /// is reported to the cache as served (when the reader keeps it), except element
+    /// `first` when `first_not_served`.
     fn fill_elements(
         &self,
         first: u64,
         last: u64,
         dst: &mut [u8],
         first_not_served: bool,
+        retain: Retain,
     ) -> Result<()> {
         let loader = &self.loader;
         let meta = &loader.array.meta;
@@ -626,8 +635,10 @@ impl View {
                 (None, _) => {}
             }
             let piece = extent.iter().product::<u64>() as usize * loader.item;
-            self.cache
-                .served(&key, piece - std::mem::take(&mut unserved));
+            let piece = piece - std::mem::take(&mut unserved);
+            if retain == Retain::Reader {
+                self.cache.served(&key, piece);
+            }
             Ok(true)
         })
     }
@@ -637,7 +648,7 @@ impl View {
         let mut buf = vec![0u8; block.max(self.loader.item)];
         let mut offset = 0u64;
         while offset < self.size() {
-            let n = self.read_at(offset, &mut buf)?;
+            let n = self.read_at(offset, &mut buf, Retain::Reader)?;
             out.write_all(&buf[..n]).map_err(output_error)?;
             offset += n as u64;
         }

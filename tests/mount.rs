@@ -455,21 +455,27 @@ fn eight_concurrent_readers_over_a_small_cache() {
 /// `zarrfs mount -f` of a fixture store as a child of the test, once it is mounted:
 /// the folder holding the mountpoint, the mountpoint, the daemon.
 fn foreground_mount(tag: &str) -> (TempDir, PathBuf, std::process::Child) {
-    let m = Manifest::load();
     let tmp = TempDir::new(tag);
     let mp = tmp.path().join("mnt");
     std::fs::create_dir(&mp).expect("mkdir");
+    let child = foreground_mount_at(&mp, &tmp.path().join("log"));
+    (tmp, mp, child)
+}
+
+/// `zarrfs mount -f` of a fixture store on `mp`, logging to `log`, once it is mounted.
+fn foreground_mount_at(mp: &Path, log: &Path) -> std::process::Child {
+    let m = Manifest::load();
     let child = Command::new(zarrfs())
         .arg("mount")
         .arg("-f")
         .arg(m.store_dir("v3_consolidated"))
-        .arg(&mp)
+        .arg(mp)
         .args(io_args())
-        .stderr(std::fs::File::create(tmp.path().join("log")).expect("log"))
+        .stderr(std::fs::File::create(log).expect("log"))
         .spawn()
         .expect("spawn zarrfs mount -f");
-    wait_until("the mount", || mounted(&mp));
-    (tmp, mp, child)
+    wait_until("the mount", || mounted(mp));
+    child
 }
 
 #[test]
@@ -509,6 +515,36 @@ fn sigterm_with_a_file_open_on_the_mount_still_ends_the_daemon() {
         Some(0),
         "exit status once the last file closed"
     );
+}
+
+#[test]
+fn a_daemon_ending_after_a_lazy_unmount_leaves_a_new_mount_of_its_folder_alone() {
+    let (tmp, mp, mut old) = foreground_mount("remount");
+    let _unmount = Unmount(&mp);
+    // A file held open keeps the old daemon serving after a lazy unmount.
+    let held = std::fs::File::open(mp.join("top")).expect("open a file on the mount");
+    let path = std::ffi::CString::new(mp.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: a valid path; detaching a mount this test made.
+    assert_eq!(unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) }, 0);
+    assert!(!mounted(&mp), "detached");
+    let mut new = foreground_mount_at(&mp, &tmp.path().join("log2"));
+    // The last file of the old mount closes: its daemon ends.
+    drop(held);
+    let status = common::mount::wait_exit(&mut old, Duration::from_secs(20));
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "old daemon's exit once its last file closed"
+    );
+    assert!(mounted(&mp), "the old daemon's end unmounted the new mount");
+    assert!(std::fs::read(mp.join("top")).is_ok(), "new mount serves");
+    assert!(
+        new.try_wait().expect("wait").is_none(),
+        "new daemon running"
+    );
+    assert!(umount(&mp).success(), "zarrfs umount");
+    let status = common::mount::wait_exit(&mut new, Duration::from_secs(20));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "new daemon's exit");
 }
 
 #[test]
@@ -800,4 +836,32 @@ fn each_open_reads_through_the_page_cache_or_direct_as_the_io_mode_says() {
         Some("direct") => assert!(a == 0 && b == 0, "direct mode: {a} and {b} bytes cached"),
         Some(other) => panic!("unknown ZARRFS_TEST_IO {other}"),
     }
+}
+
+#[test]
+fn a_direct_read_again_comes_from_the_daemons_cache() {
+    let m = Manifest::load();
+    let store = m.store_dir("v3_large");
+    let mount = Mount::new(&store, &["--views", "raw,npy", "--materialize", "off"]);
+    let (file, other) = (mount.path("field"), mount.path("field.npy"));
+    // With another file of the mount open, `auto` opens `file` direct, as `direct` does;
+    // `cache` keeps its pages in the page cache instead.
+    let _held = std::fs::File::open(&other).expect("open");
+    let fetched = || -> u64 {
+        xattr(&file, "user.zarrfs.bytes_fetched")
+            .expect("bytes_fetched xattr")
+            .parse()
+            .expect("a number")
+    };
+    let first = std::fs::read(&file).expect("read");
+    let after_first = fetched();
+    assert!(after_first > 0, "the first read fetched nothing");
+    let again = std::fs::read(&file).expect("read again");
+    assert!(first == again, "the second read differs");
+    assert_eq!(
+        fetched(),
+        after_first,
+        "reading {} bytes again fetched from the store again",
+        first.len()
+    );
 }

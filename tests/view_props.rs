@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use zarrfs::array::Array;
-use zarrfs::cache::ChunkCache;
+use zarrfs::cache::{ChunkCache, Retain};
 use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::metadata::dtype::Field;
 use zarrfs::metadata::{ArrayMetadata, ChunkKeyEncoding, CodecSpec, DataType, FillValue, Format};
@@ -369,19 +369,19 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
             &[]
         };
         if in_place {
-            if let Some(slice) = view.read_in_place(offset, len).unwrap() {
+            if let Some(slice) = view.read_in_place(offset, len, Retain::Reader).unwrap() {
                 prop_assert_eq!(slice.bytes(), want, "read_in_place({}, {})", offset, len);
             }
         }
         let mut buf = vec![0xa5u8; len];
-        let n = view.read_at(offset, &mut buf).unwrap();
+        let n = view.read_at(offset, &mut buf, Retain::Reader).unwrap();
         prop_assert_eq!(n, want.len(), "read_at({}, {}) length", offset, len);
         prop_assert_eq!(&buf[..n], want, "read_at({}, {})", offset, len);
     }
     // A last whole-file read, after the reads above may have evicted units.
     for (view, expected) in &views {
         let mut buf = vec![0u8; expected.len() + 3];
-        let n = view.read_at(0, &mut buf).unwrap();
+        let n = view.read_at(0, &mut buf, Retain::Reader).unwrap();
         prop_assert_eq!(&buf[..n], &expected[..], "whole file");
     }
     Ok(())
@@ -434,7 +434,7 @@ fn read_in_place_answers_a_read_inside_one_chunk() {
     let expected = reference(&case, &present, false, false);
     // Elements 6..12 are the second row, inside chunk (0, 0).
     let slice = view
-        .read_in_place(24, 24)
+        .read_in_place(24, 24, Retain::Cache)
         .unwrap()
         .expect("an in-place answer for one row of one chunk");
     assert_eq!(slice.bytes(), &expected[24..48]);

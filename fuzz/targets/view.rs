@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arbitrary::Arbitrary;
 use serde_json::{json, Value};
 use zarrfs::array::Array;
-use zarrfs::cache::ChunkCache;
+use zarrfs::cache::{ChunkCache, Retain};
 use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::{MemoryStore, Store};
@@ -336,10 +336,12 @@ fn run(case: Case) {
             &reference[start..start + len.min(reference.len() - start)]
         };
         let mut buf = vec![0u8; len];
-        let n = view.read_at(offset, &mut buf).expect("read_at succeeds");
+        let n = view
+            .read_at(offset, &mut buf, Retain::Reader)
+            .expect("read_at succeeds");
         assert_eq!(&buf[..n], expect, "read_at({offset}, {len})");
         if let Some(slice) = view
-            .read_in_place(offset, len)
+            .read_in_place(offset, len, Retain::Cache)
             .expect("read_in_place succeeds")
         {
             assert_eq!(slice.bytes(), expect, "read_in_place({offset}, {len})");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::array::Array;
-use crate::cache::ChunkCache;
+use crate::cache::{ChunkCache, Retain};
 use crate::hierarchy::{Hierarchy, Node};
 use crate::inspect::describe_array;
 use crate::metadata::ArrayMetadata;
@@ -57,25 +57,30 @@ impl Content {
     }
 
     /// Fill `buf` from `offset`; the bytes written (short or none at end of file).
-    pub fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    pub fn read_into(&self, offset: u64, buf: &mut [u8], retain: Retain) -> Result<usize> {
         match self {
-            Content::Flat(view) => view.read_at(offset, buf),
+            Content::Flat(view) => view.read_at(offset, buf, retain),
             Content::Bytes(b) => Ok(copy_from(b, offset, buf)),
             Content::Headed { header, data } => {
                 let head = copy_from(header, offset, buf);
                 let at = (offset + head as u64).saturating_sub(header.len() as u64);
-                Ok(head + data.read_into(at, &mut buf[head..])?)
+                Ok(head + data.read_into(at, &mut buf[head..], retain)?)
             }
         }
     }
 
     /// A read answered from a cached unit without a copy (see
     /// [`View::read_in_place`]); `None` when it must be assembled.
-    pub fn read_in_place(&self, offset: u64, len: usize) -> Result<Option<UnitSlice>> {
+    pub fn read_in_place(
+        &self,
+        offset: u64,
+        len: usize,
+        retain: Retain,
+    ) -> Result<Option<UnitSlice>> {
         match self {
-            Content::Flat(view) => view.read_in_place(offset, len),
+            Content::Flat(view) => view.read_in_place(offset, len, retain),
             Content::Headed { header, data } if offset >= header.len() as u64 => {
-                data.read_in_place(offset - header.len() as u64, len)
+                data.read_in_place(offset - header.len() as u64, len, retain)
             }
             _ => Ok(None),
         }

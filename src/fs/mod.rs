@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::cache::ChunkCache;
+use crate::cache::{ChunkCache, Retain};
 use crate::hierarchy::{Hierarchy, NodeKind};
 use crate::prefetch::Prefetcher;
 use crate::view::{Layout, UnitSlice};
@@ -412,22 +412,34 @@ impl ZarrFs {
     /// Up to `size` bytes from `offset`; short or empty at end of file.
     pub fn read(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; size];
-        let n = self.read_into(ino, offset, &mut buf)?;
+        let n = self.read_into(ino, offset, &mut buf, Retain::Reader)?;
         buf.truncate(n);
         Ok(buf)
     }
 
     /// Fill `buf` from `offset`; the bytes written (short or none at end of file).
-    pub fn read_into(&self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    pub fn read_into(
+        &self,
+        ino: u64,
+        offset: u64,
+        buf: &mut [u8],
+        retain: Retain,
+    ) -> Result<usize> {
         let entry = self.entry(ino)?;
-        self.content(&entry)?.read_into(offset, buf)
+        self.content(&entry)?.read_into(offset, buf, retain)
     }
 
     /// A read answered straight from a cached unit, when the file is an array view and
     /// the range lies contiguously in one unit (see [`crate::view::View::read_in_place`]).
-    pub fn read_in_place(&self, ino: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
+    pub fn read_in_place(
+        &self,
+        ino: u64,
+        offset: u64,
+        size: usize,
+        retain: Retain,
+    ) -> Result<Option<UnitSlice>> {
         let entry = self.entry(ino)?;
-        self.content(&entry)?.read_in_place(offset, size)
+        self.content(&entry)?.read_in_place(offset, size, retain)
     }
 
     /// The size of `ino` when it is an array's data file (raw, `.npy` or `.tif`).
