@@ -1,9 +1,8 @@
 //! The decoded-chunk cache: an LRU with a byte budget. Concurrent misses of one chunk
 //! decode it once: the first caller loads, the others wait for its result. A chunk whose
-//! every byte has been handed out to readers that keep it ([`Retain::Reader`]: the
-//! kernel's page cache, a one-pass stream) leaves the cache at once, so streaming an
-//! array reuses a few chunks' worth of memory instead of filling the budget; chunks read
-//! direct stay for re-reads. Prefetch requests are queued
+//! every byte has been handed out leaves the cache at once (readers keep what they
+//! were given, the kernel's page cache for a mount), so streaming an array reuses a few
+//! chunks' worth of memory instead of filling the budget. Prefetch requests are queued
 //! once per key, and a queued prefetch of a chunk that was served meanwhile is skipped.
 //! A prefetch never pushes out a chunk some reader used within the last [`IN_USE`]: when
 //! the budget holds only chunks in use (several readers each working through a large
@@ -20,16 +19,6 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::codec::ChunkData;
 use crate::error::Result;
-
-/// Who keeps the bytes a read hands out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retain {
-    /// The reader: the kernel page cache, or a stream that reads each byte once. A chunk
-    /// whose bytes have all been handed out leaves the cache at once.
-    Reader,
-    /// Nobody (direct IO): chunks stay in the LRU for re-reads.
-    Cache,
-}
 
 /// Which chunk: array id, layout tag (how the view stores it) and read-unit grid index.
 pub type ChunkKey = (u64, u8, Vec<u64>);

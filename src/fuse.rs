@@ -1,19 +1,20 @@
 //! The thin fuser adapter: each handler calls the filesystem core, replies, or maps the
-//! error to an errno in one place (logging one line). Requests run on worker pools, never
+//! error to an errno in one place (logging one line). Requests run on worker pools, not
 //! on the thread that talks to the kernel: reads on one, lookups, attributes, listings and
-//! xattrs on another, so that slow reads never hold up `ls` or `stat`. A request that
-//! panics answers EIO (see [`crate::pool`]) and the mount keeps serving.
+//! xattrs on another, so that slow reads never hold up `ls` or `stat`. The exception is a
+//! read whose bytes are all decoded in memory: a bounded copy, answered at once. A
+//! request that panics answers EIO (see [`crate::pool`]) and the mount keeps serving.
 
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::cache::Retain;
 use crate::error::Error;
 use crate::fs::{Attr, FileKind, ZarrFs};
 use crate::io_mode::{IoMode, IoPolicy, OpenIo};
 use crate::materialize::{Materializer, Opened, PASSTHROUGH_FH};
 use crate::pool::{FairPool, Pool};
+use crate::view::Now;
 use fuser::{
     BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
@@ -32,10 +33,6 @@ const MATERIALIZED_XATTR: &str = "user.zarrfs.materialized";
 
 /// Requests the kernel keeps in flight (background reads, readahead) before it throttles.
 const MAX_BACKGROUND: u16 = 64;
-
-/// The file handle of a direct-IO open: nothing keeps the bytes its reads hand out, so
-/// they stay in the daemon's cache (other opens have handle 0, or [`PASSTHROUGH_FH`]).
-const DIRECT_FH: u64 = 2;
 
 /// Read workers beyond the reads one file may have in flight: a file whose reads hang on
 /// its store never holds up the reads of other files.
@@ -245,11 +242,11 @@ impl Filesystem for FuseAdapter {
                     ),
                     Opened::Daemon => {
                         let copied = materializer.will_copy(ino.0);
-                        let (fh, flags) = match io.open(ino.0, copied) {
-                            OpenIo::Cache => (0, FopenFlags::FOPEN_KEEP_CACHE),
-                            OpenIo::Direct => (DIRECT_FH, FopenFlags::FOPEN_DIRECT_IO),
+                        let flags = match io.open(ino.0, copied) {
+                            OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,
+                            OpenIo::Direct => FopenFlags::FOPEN_DIRECT_IO,
                         };
-                        reply.opened(FileHandle(fh), flags)
+                        reply.opened(FileHandle(0), flags)
                     }
                 }
             })
@@ -277,7 +274,7 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -286,21 +283,42 @@ impl Filesystem for FuseAdapter {
     ) {
         let (fs, materializer) = (self.fs.clone(), self.materializer.clone());
         let ino = ino.0;
-        // Nothing keeps what the reads of a direct open hand out: their units stay cached
-        // for re-reads.
-        let retain = if fh.0 == DIRECT_FH {
-            Retain::Cache
-        } else {
-            Retain::Reader
+        let served = move |fs: &ZarrFs, n: usize| {
+            if materializer.enabled() && fs.reaches_end(ino, offset, n) {
+                materializer.read_to_end(ino);
+            }
+        };
+        // A read whose units are all decoded is answered here, on the thread that took it
+        // from the kernel: a bounded copy (or none), with no store I/O and no decode, so
+        // it holds up other requests only briefly and skips the hand-off to a worker.
+        let now = READ_BUFFER.with_borrow_mut(|buf| {
+            buf.resize(buf.len().max(size as usize), 0);
+            let buf = &mut buf[..size as usize];
+            match fs.read_now(ino, offset, buf) {
+                Ok(Now::InPlace(slice)) => {
+                    served(&fs, slice.bytes().len());
+                    reply.data(slice.bytes());
+                    None
+                }
+                Ok(Now::Copied(n)) => {
+                    served(&fs, n);
+                    reply.data(&buf[..n]);
+                    None
+                }
+                Ok(Now::Later) => Some(reply),
+                Err(e) => {
+                    reply.error(errno("read", &e));
+                    None
+                }
+            }
+        });
+        let Some(reply) = now else {
+            return;
         };
         self.reads.run(ino, move || {
-            let served = |n: usize| {
-                if materializer.enabled() && fs.reaches_end(ino, offset, n) {
-                    materializer.read_to_end(ino);
-                }
-            };
+            let served = |n: usize| served(&fs, n);
             // A range inside one cached unit goes out as it is, without a copy.
-            match fs.read_in_place(ino, offset, size as usize, retain) {
+            match fs.read_in_place(ino, offset, size as usize) {
                 Ok(Some(slice)) => {
                     served(slice.bytes().len());
                     return reply.data(slice.bytes());
@@ -312,7 +330,7 @@ impl Filesystem for FuseAdapter {
             READ_BUFFER.with_borrow_mut(|buf| {
                 buf.resize(buf.len().max(size as usize), 0);
                 let buf = &mut buf[..size as usize];
-                let result = fs.read_into(ino, offset, buf, retain);
+                let result = fs.read_into(ino, offset, buf);
                 reply!(reply, "read", result, |n| {
                     served(n);
                     reply.data(&buf[..n])

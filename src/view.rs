@@ -11,7 +11,7 @@ use base64::Engine;
 use parking_lot::Mutex;
 
 use crate::array::Array;
-use crate::cache::{ChunkCache, ChunkKey, Retain};
+use crate::cache::{ChunkCache, ChunkKey};
 use crate::codec::{reverse_axes, swap_elements, ChunkData};
 use crate::error::{output_error, Error, Result};
 use crate::metadata::{DataType, SwapUnits};
@@ -47,6 +47,9 @@ fn readahead_limit(array: &Array, order: Order, item: usize, budget: usize) -> u
 }
 /// Units queued for prefetch per read, at most.
 const MAX_PREFETCH_UNITS: usize = 256;
+
+/// Units a read answered from the cache alone ([`View::read_now`]) may gather, at most.
+const MAX_NOW_UNITS: usize = 64;
 
 /// Element order of the flat file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -310,6 +313,16 @@ impl UnitLoader {
     }
 }
 
+/// What a read answered from decoded units alone ([`View::read_now`]) gave.
+pub enum Now {
+    /// The bytes lie in one cached unit: here they are, without a copy.
+    InPlace(UnitSlice),
+    /// This many bytes were copied into the buffer.
+    Copied(usize),
+    /// A unit the read needs is not decoded yet: read it with [`View::read_at`].
+    Later,
+}
+
 /// Bytes of a cached unit, handed out in place.
 pub struct UnitSlice {
     chunk: Arc<ChunkData>,
@@ -489,12 +502,54 @@ impl View {
     /// unit's memory (the unit spans the whole file extent of every axis faster than the
     /// slowest one the read crosses): the cached unit itself, to be handed out without a
     /// copy. `None` when the read must be assembled with [`View::read_at`].
-    pub fn read_in_place(
-        &self,
-        offset: u64,
-        len: usize,
-        retain: Retain,
-    ) -> Result<Option<UnitSlice>> {
+    pub fn read_in_place(&self, offset: u64, len: usize) -> Result<Option<UnitSlice>> {
+        self.in_place(offset, len, false)
+    }
+
+    /// A read answered from units already decoded in the cache, with no store I/O, no
+    /// decode and no waiting for either, so that any thread may answer it at once:
+    /// in place (as [`View::read_in_place`]), or copied into `buf` (as [`View::read_at`])
+    /// when it gathers at most [`MAX_NOW_UNITS`] units; else [`Now::Later`].
+    pub fn read_now(&self, offset: u64, buf: &mut [u8]) -> Result<Now> {
+        let size = self.size();
+        if offset >= size || buf.is_empty() {
+            return Ok(Now::Copied(0));
+        }
+        if let Some(slice) = self.in_place(offset, buf.len(), true)? {
+            return Ok(Now::InPlace(slice));
+        }
+        let len = (buf.len() as u64).min(size - offset);
+        let item = self.loader.item as u64;
+        if !offset.is_multiple_of(item) || !len.is_multiple_of(item) {
+            return Ok(Now::Later);
+        }
+        let (first, last) = (offset / item, (offset + len) / item);
+        let units = self.units(first, last, MAX_NOW_UNITS + 1);
+        if units.len() > MAX_NOW_UNITS {
+            return Ok(Now::Later);
+        }
+        // Hold every unit first: none can be evicted while the read copies.
+        let mut held = Vec::with_capacity(units.len());
+        for idx in &units {
+            let key = self.loader.key(idx);
+            match self.cache.peek(&key) {
+                Some(chunk) => held.push((key, chunk)),
+                None => return Ok(Now::Later),
+            }
+        }
+        self.plan(offset, len);
+        let dst = &mut buf[..len as usize];
+        self.fill_elements(first, last, dst, false, |key, _| {
+            held.iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, chunk)| chunk.clone())
+                .ok_or_else(|| Error::Invalid("a unit the read needs was not held".into()))
+        })?;
+        Ok(Now::Copied(len as usize))
+    }
+
+    /// [`View::read_in_place`]; with `cached_only`, `None` unless the unit is decoded.
+    fn in_place(&self, offset: u64, len: usize, cached_only: bool) -> Result<Option<UnitSlice>> {
         let size = self.size();
         let item = self.loader.item as u64;
         if offset >= size || len == 0 || !offset.is_multiple_of(item) {
@@ -507,10 +562,18 @@ impl View {
         let Some((idx, start)) = self.contiguous_unit(offset / item, (offset + len) / item) else {
             return Ok(None);
         };
-        self.plan(offset, len);
         let loader = &self.loader;
         let key = loader.key(&idx);
-        let chunk = self.cache.get_or_load(&key, || loader.load(&idx))?;
+        let chunk = if cached_only {
+            let Some(chunk) = self.cache.peek(&key) else {
+                return Ok(None);
+            };
+            self.plan(offset, len);
+            chunk
+        } else {
+            self.plan(offset, len);
+            self.cache.get_or_load(&key, || loader.load(&idx))?
+        };
         if matches!(chunk.as_ref(), ChunkData::Fill(_)) {
             // Nothing to hand out in place: the read writes the fill value.
             return Ok(None);
@@ -523,9 +586,7 @@ impl View {
                 "decoded chunk has the wrong size",
             ));
         }
-        if retain == Retain::Reader {
-            self.cache.served(&key, len as usize);
-        }
+        self.cache.served(&key, len as usize);
         Ok(Some(UnitSlice { chunk, range }))
     }
 
@@ -557,7 +618,7 @@ impl View {
     }
 
     /// Fill `buf` from file offset `offset`; returns the bytes written (short at EOF).
-    pub fn read_at(&self, offset: u64, buf: &mut [u8], retain: Retain) -> Result<usize> {
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let size = self.size();
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -567,29 +628,39 @@ impl View {
         let item = self.loader.item as u64;
         let (first, last) = (offset / item, (offset + len as u64).div_ceil(item));
         if offset == first * item && offset + len as u64 == last * item {
-            self.fill_elements(first, last, &mut buf[..len], false, retain)?;
+            self.fill_elements(first, last, &mut buf[..len], false, |key, idx| {
+                self.load_unit(key, idx)
+            })?;
         } else {
             // A request that splits elements: whole elements first, then the part asked.
             // A split element counts as served by the read holding its first byte.
             let mut whole = vec![0u8; ((last - first) * item) as usize];
-            self.fill_elements(first, last, &mut whole, offset != first * item, retain)?;
+            let split = offset != first * item;
+            self.fill_elements(first, last, &mut whole, split, |key, idx| {
+                self.load_unit(key, idx)
+            })?;
             let skip = (offset - first * item) as usize;
             buf[..len].copy_from_slice(&whole[skip..skip + len]);
         }
         Ok(len)
     }
 
+    /// The unit at `idx` (cache key `key`), decoded now if the cache does not hold it.
+    fn load_unit(&self, key: &ChunkKey, idx: &[u64]) -> Result<Arc<ChunkData>> {
+        self.cache.get_or_load(key, || self.loader.load(idx))
+    }
+
     /// Write file elements `[first, last)` into `dst`: the range splits into boxes, each
     /// box into the units it crosses, and each piece is one strided box copy. Each piece
-    /// is reported to the cache as served (when the reader keeps it), except element
-    /// `first` when `first_not_served`.
+    /// is reported to the cache as served, except element `first` when `first_not_served`.
+    /// `get_unit(key, idx)` gives each unit.
     fn fill_elements(
         &self,
         first: u64,
         last: u64,
         dst: &mut [u8],
         first_not_served: bool,
-        retain: Retain,
+        mut get_unit: impl FnMut(&ChunkKey, &[u64]) -> Result<Arc<ChunkData>>,
     ) -> Result<()> {
         let loader = &self.loader;
         let meta = &loader.array.meta;
@@ -602,7 +673,7 @@ impl View {
         for_each_box_unit(&shape_f, &unit_f, first, last, |lo, hi, u| {
             let idx = from_file_axes(&axes, u);
             let key = loader.key(&idx);
-            let chunk = self.cache.get_or_load(&key, || loader.load(&idx))?;
+            let chunk = get_unit(&key, &idx)?;
             let src = match chunk.as_ref() {
                 ChunkData::Fixed(src) if src.len() == unit_len => Some(src),
                 ChunkData::Fill(one) if one.len() == loader.item => None,
@@ -636,9 +707,7 @@ impl View {
             }
             let piece = extent.iter().product::<u64>() as usize * loader.item;
             let piece = piece - std::mem::take(&mut unserved);
-            if retain == Retain::Reader {
-                self.cache.served(&key, piece);
-            }
+            self.cache.served(&key, piece);
             Ok(true)
         })
     }
@@ -648,7 +717,7 @@ impl View {
         let mut buf = vec![0u8; block.max(self.loader.item)];
         let mut offset = 0u64;
         while offset < self.size() {
-            let n = self.read_at(offset, &mut buf, Retain::Reader)?;
+            let n = self.read_at(offset, &mut buf)?;
             out.write_all(&buf[..n]).map_err(output_error)?;
             offset += n as u64;
         }

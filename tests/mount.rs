@@ -837,31 +837,3 @@ fn each_open_reads_through_the_page_cache_or_direct_as_the_io_mode_says() {
         Some(other) => panic!("unknown ZARRFS_TEST_IO {other}"),
     }
 }
-
-#[test]
-fn a_direct_read_again_comes_from_the_daemons_cache() {
-    let m = Manifest::load();
-    let store = m.store_dir("v3_large");
-    let mount = Mount::new(&store, &["--views", "raw,npy", "--materialize", "off"]);
-    let (file, other) = (mount.path("field"), mount.path("field.npy"));
-    // With another file of the mount open, `auto` opens `file` direct, as `direct` does;
-    // `cache` keeps its pages in the page cache instead.
-    let _held = std::fs::File::open(&other).expect("open");
-    let fetched = || -> u64 {
-        xattr(&file, "user.zarrfs.bytes_fetched")
-            .expect("bytes_fetched xattr")
-            .parse()
-            .expect("a number")
-    };
-    let first = std::fs::read(&file).expect("read");
-    let after_first = fetched();
-    assert!(after_first > 0, "the first read fetched nothing");
-    let again = std::fs::read(&file).expect("read again");
-    assert!(first == again, "the second read differs");
-    assert_eq!(
-        fetched(),
-        after_first,
-        "reading {} bytes again fetched from the store again",
-        first.len()
-    );
-}

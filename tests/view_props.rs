@@ -15,13 +15,13 @@ use std::sync::{Arc, OnceLock};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use zarrfs::array::Array;
-use zarrfs::cache::{ChunkCache, Retain};
+use zarrfs::cache::ChunkCache;
 use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::metadata::dtype::Field;
 use zarrfs::metadata::{ArrayMetadata, ChunkKeyEncoding, CodecSpec, DataType, FillValue, Format};
 use zarrfs::prefetch::Prefetcher;
 use zarrfs::store::MemoryStore;
-use zarrfs::view::{Layout, Order, View};
+use zarrfs::view::{Layout, Now, Order, View};
 
 /// The data types under test, with their byte-swap units as this test knows them:
 /// `(offset, length)` of every multi-byte scalar inside one element.
@@ -369,19 +369,26 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
             &[]
         };
         if in_place {
-            if let Some(slice) = view.read_in_place(offset, len, Retain::Reader).unwrap() {
+            if let Some(slice) = view.read_in_place(offset, len).unwrap() {
                 prop_assert_eq!(slice.bytes(), want, "read_in_place({}, {})", offset, len);
             }
         }
         let mut buf = vec![0xa5u8; len];
-        let n = view.read_at(offset, &mut buf, Retain::Reader).unwrap();
+        let n = view.read_at(offset, &mut buf).unwrap();
         prop_assert_eq!(n, want.len(), "read_at({}, {}) length", offset, len);
         prop_assert_eq!(&buf[..n], want, "read_at({}, {})", offset, len);
+        // What the cache holds now may answer the same read at once: right, or not at all.
+        let mut now = vec![0x5au8; len];
+        match view.read_now(offset, &mut now).unwrap() {
+            Now::InPlace(slice) => prop_assert_eq!(slice.bytes(), want, "read_now in place"),
+            Now::Copied(n) => prop_assert_eq!(&now[..n], want, "read_now({}, {})", offset, len),
+            Now::Later => {}
+        }
     }
     // A last whole-file read, after the reads above may have evicted units.
     for (view, expected) in &views {
         let mut buf = vec![0u8; expected.len() + 3];
-        let n = view.read_at(0, &mut buf, Retain::Reader).unwrap();
+        let n = view.read_at(0, &mut buf).unwrap();
         prop_assert_eq!(&buf[..n], &expected[..], "whole file");
     }
     Ok(())
@@ -434,8 +441,55 @@ fn read_in_place_answers_a_read_inside_one_chunk() {
     let expected = reference(&case, &present, false, false);
     // Elements 6..12 are the second row, inside chunk (0, 0).
     let slice = view
-        .read_in_place(24, 24, Retain::Cache)
+        .read_in_place(24, 24)
         .unwrap()
         .expect("an in-place answer for one row of one chunk");
     assert_eq!(slice.bytes(), &expected[24..48]);
+}
+
+/// `read_now` answers only from decoded units: nothing before a read, the bytes of the
+/// chunks a read decoded (in place inside one chunk, copied across two), and nothing for
+/// a range that needs a chunk not decoded yet.
+#[test]
+fn read_now_answers_from_decoded_units_only() {
+    let case = Case {
+        shape: vec![6, 6],
+        chunks: vec![2, 3],
+        dtype: 2,
+        stored_big: false,
+        transpose: None,
+        compressor: 0,
+        v2_keys: false,
+        value_seed: 3,
+        fill_seed: 4,
+        missing_percent: 0,
+        missing_seed: 0,
+        cache: 2,
+        layouts: vec![(false, false)],
+        prefetch: false,
+        reads: vec![],
+    };
+    let (array, present) = build(&case);
+    assert!(present.iter().all(|p| *p));
+    let view = View::new(array, Arc::new(ChunkCache::new(1 << 20)), Layout::default()).unwrap();
+    let expected = reference(&case, &present, false, false);
+    let mut buf = vec![0u8; 24];
+    assert!(matches!(view.read_now(0, &mut buf).unwrap(), Now::Later));
+    // Element 0 decodes chunk (0, 0) and nothing else.
+    let mut one = vec![0u8; 4];
+    assert_eq!(view.read_at(0, &mut one).unwrap(), 4);
+    // Elements 1..3 of row 0 lie in chunk (0, 0); elements 6..8 start row 1 there too.
+    let mut part = vec![0u8; 8];
+    match view.read_now(4, &mut part).unwrap() {
+        Now::Copied(n) => assert_eq!(&part[..n], &expected[4..12]),
+        Now::InPlace(slice) => assert_eq!(slice.bytes(), &expected[4..12]),
+        Now::Later => panic!("a range inside a decoded chunk was not answered"),
+    }
+    // Row 0 whole needs chunk (0, 1) as well.
+    assert!(matches!(view.read_now(0, &mut buf).unwrap(), Now::Later));
+    assert_eq!(view.read_at(12, &mut one).unwrap(), 4);
+    match view.read_now(0, &mut buf).unwrap() {
+        Now::Copied(n) => assert_eq!(&buf[..n], &expected[..24]),
+        _ => panic!("row 0 spans two decoded chunks: copied"),
+    }
 }

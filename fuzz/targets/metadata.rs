@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use zarrfs::array::Array;
-use zarrfs::cache::{ChunkCache, Retain};
+use zarrfs::cache::ChunkCache;
 use zarrfs::fs::{FileKind, FsOptions, ZarrFs, ROOT};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::inspect;
@@ -45,8 +45,8 @@ fn read_array(h: &Hierarchy, path: &str, store: &Arc<dyn Store>) {
     ] {
         if let Ok(view) = View::new(array.clone(), Arc::new(ChunkCache::new(1 << 20)), layout) {
             let mut buf = [0u8; 300];
-            let _ = view.read_at(0, &mut buf, Retain::Reader);
-            let _ = view.read_at(view.size().saturating_sub(7), &mut buf, Retain::Cache);
+            let _ = view.read_at(0, &mut buf);
+            let _ = view.read_at(view.size().saturating_sub(7), &mut buf);
         }
     }
 }
@@ -93,7 +93,7 @@ fn walk_fs(h: Hierarchy) {
                 FileKind::File => {
                     if fs.open(entry.ino).is_ok() {
                         let _ = fs.read(entry.ino, 0, 512);
-                        let _ = fs.read_in_place(entry.ino, 0, 64, Retain::Reader);
+                        let _ = fs.read_in_place(entry.ino, 0, 64);
                     }
                 }
             }

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use arbitrary::Arbitrary;
 use serde_json::{json, Value};
 use zarrfs::array::Array;
-use zarrfs::cache::{ChunkCache, Retain};
+use zarrfs::cache::ChunkCache;
 use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::{MemoryStore, Store};
-use zarrfs::view::{Layout, Order, View};
+use zarrfs::view::{Layout, Now, Order, View};
 use zarrfs_fuzz::{first_indices, CappedAlloc};
 
 #[global_allocator]
@@ -336,15 +336,18 @@ fn run(case: Case) {
             &reference[start..start + len.min(reference.len() - start)]
         };
         let mut buf = vec![0u8; len];
-        let n = view
-            .read_at(offset, &mut buf, Retain::Reader)
-            .expect("read_at succeeds");
+        let n = view.read_at(offset, &mut buf).expect("read_at succeeds");
         assert_eq!(&buf[..n], expect, "read_at({offset}, {len})");
         if let Some(slice) = view
-            .read_in_place(offset, len, Retain::Cache)
+            .read_in_place(offset, len)
             .expect("read_in_place succeeds")
         {
             assert_eq!(slice.bytes(), expect, "read_in_place({offset}, {len})");
+        }
+        match view.read_now(offset, &mut buf).expect("read_now succeeds") {
+            Now::InPlace(slice) => assert_eq!(slice.bytes(), expect, "read_now in place"),
+            Now::Copied(n) => assert_eq!(&buf[..n], expect, "read_now({offset}, {len})"),
+            Now::Later => {}
         }
     }
 }

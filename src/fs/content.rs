@@ -6,12 +6,12 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::array::Array;
-use crate::cache::{ChunkCache, Retain};
+use crate::cache::ChunkCache;
 use crate::hierarchy::{Hierarchy, Node};
 use crate::inspect::describe_array;
 use crate::metadata::ArrayMetadata;
 use crate::prefetch::Prefetcher;
-use crate::view::{write_var_lines, Layout, Order, UnitSlice, View};
+use crate::view::{write_var_lines, Layout, Now, Order, UnitSlice, View};
 use crate::{Error, Result};
 
 /// The largest text a variable-length array's file may be: it is held whole in memory.
@@ -57,32 +57,50 @@ impl Content {
     }
 
     /// Fill `buf` from `offset`; the bytes written (short or none at end of file).
-    pub fn read_into(&self, offset: u64, buf: &mut [u8], retain: Retain) -> Result<usize> {
+    pub fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match self {
-            Content::Flat(view) => view.read_at(offset, buf, retain),
+            Content::Flat(view) => view.read_at(offset, buf),
             Content::Bytes(b) => Ok(copy_from(b, offset, buf)),
             Content::Headed { header, data } => {
                 let head = copy_from(header, offset, buf);
                 let at = (offset + head as u64).saturating_sub(header.len() as u64);
-                Ok(head + data.read_into(at, &mut buf[head..], retain)?)
+                Ok(head + data.read_into(at, &mut buf[head..])?)
             }
         }
     }
 
     /// A read answered from a cached unit without a copy (see
     /// [`View::read_in_place`]); `None` when it must be assembled.
-    pub fn read_in_place(
-        &self,
-        offset: u64,
-        len: usize,
-        retain: Retain,
-    ) -> Result<Option<UnitSlice>> {
+    pub fn read_in_place(&self, offset: u64, len: usize) -> Result<Option<UnitSlice>> {
         match self {
-            Content::Flat(view) => view.read_in_place(offset, len, retain),
+            Content::Flat(view) => view.read_in_place(offset, len),
             Content::Headed { header, data } if offset >= header.len() as u64 => {
-                data.read_in_place(offset - header.len() as u64, len, retain)
+                data.read_in_place(offset - header.len() as u64, len)
             }
             _ => Ok(None),
+        }
+    }
+
+    /// A read answered from what is in memory alone (see [`View::read_now`]).
+    pub fn read_now(&self, offset: u64, buf: &mut [u8]) -> Result<Now> {
+        match self {
+            Content::Flat(view) => view.read_now(offset, buf),
+            Content::Bytes(b) => Ok(Now::Copied(copy_from(b, offset, buf))),
+            Content::Headed { header, data } if offset >= header.len() as u64 => {
+                data.read_now(offset - header.len() as u64, buf)
+            }
+            Content::Headed { header, data } => {
+                let head = copy_from(header, offset, buf);
+                Ok(match data.read_now(0, &mut buf[head..])? {
+                    Now::InPlace(slice) => {
+                        let bytes = slice.bytes();
+                        buf[head..head + bytes.len()].copy_from_slice(bytes);
+                        Now::Copied(head + bytes.len())
+                    }
+                    Now::Copied(n) => Now::Copied(head + n),
+                    Now::Later => Now::Later,
+                })
+            }
         }
     }
 

@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::cache::{ChunkCache, Retain};
+use crate::cache::ChunkCache;
 use crate::hierarchy::{Hierarchy, NodeKind};
 use crate::prefetch::Prefetcher;
-use crate::view::{Layout, UnitSlice};
+use crate::view::{Layout, Now, UnitSlice};
 use crate::{Error, Result};
 use content::Content;
 pub use inode::ROOT;
@@ -412,34 +412,34 @@ impl ZarrFs {
     /// Up to `size` bytes from `offset`; short or empty at end of file.
     pub fn read(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; size];
-        let n = self.read_into(ino, offset, &mut buf, Retain::Reader)?;
+        let n = self.read_into(ino, offset, &mut buf)?;
         buf.truncate(n);
         Ok(buf)
     }
 
     /// Fill `buf` from `offset`; the bytes written (short or none at end of file).
-    pub fn read_into(
-        &self,
-        ino: u64,
-        offset: u64,
-        buf: &mut [u8],
-        retain: Retain,
-    ) -> Result<usize> {
+    pub fn read_into(&self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let entry = self.entry(ino)?;
-        self.content(&entry)?.read_into(offset, buf, retain)
+        self.content(&entry)?.read_into(offset, buf)
     }
 
     /// A read answered straight from a cached unit, when the file is an array view and
     /// the range lies contiguously in one unit (see [`crate::view::View::read_in_place`]).
-    pub fn read_in_place(
-        &self,
-        ino: u64,
-        offset: u64,
-        size: usize,
-        retain: Retain,
-    ) -> Result<Option<UnitSlice>> {
+    pub fn read_in_place(&self, ino: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
         let entry = self.entry(ino)?;
-        self.content(&entry)?.read_in_place(offset, size, retain)
+        self.content(&entry)?.read_in_place(offset, size)
+    }
+
+    /// A read answered from what is in memory alone, with no store I/O and no decode
+    /// (see [`crate::view::View::read_now`]); [`Now::Later`] also when the file's content
+    /// is not loaded yet.
+    pub fn read_now(&self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<Now> {
+        let entry = self.entry(ino)?;
+        let loaded = entry.content.lock().clone();
+        match loaded {
+            Some(content) => content.read_now(offset, buf),
+            None => Ok(Now::Later),
+        }
     }
 
     /// The size of `ino` when it is an array's data file (raw, `.npy` or `.tif`).

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::cache::Retain;
 use crate::hierarchy::Hierarchy;
 use crate::store::FolderStore;
 use crate::view::Order;
@@ -164,7 +163,7 @@ fn reads_inside_one_unit_are_served_in_place() {
                 let mut in_place = 0;
                 for offset in (0..430).step_by(6) {
                     for len in [2, 10, 70, 140, 500] {
-                        let got = fs.read_in_place(ino, offset, len, Retain::Reader).unwrap();
+                        let got = fs.read_in_place(ino, offset, len).unwrap();
                         if let Some(slice) = got {
                             in_place += 1;
                             let end = (offset as usize + len).min(420);
@@ -175,14 +174,9 @@ fn reads_inside_one_unit_are_served_in_place() {
                 // The second unit whole goes in place only where units are contiguous in
                 // the file; a range across two units never does.
                 let unit = if name == "rows" { 140 } else { 120 };
-                let unit_whole = fs
-                    .read_in_place(ino, unit, unit as usize, Retain::Reader)
-                    .unwrap();
+                let unit_whole = fs.read_in_place(ino, unit, unit as usize).unwrap();
                 assert_eq!(unit_whole.is_some(), name == contiguous, "{name} {order:?}");
-                assert!(fs
-                    .read_in_place(ino, unit - 10, 20, Retain::Reader)
-                    .unwrap()
-                    .is_none());
+                assert!(fs.read_in_place(ino, unit - 10, 20).unwrap().is_none());
                 assert!(in_place > 0, "{name} {order:?}");
             }
         }
@@ -517,9 +511,7 @@ fn sequential_reads_hint_the_store_about_the_shards_and_chunks_to_come() {
         let mut buf = vec![0u8; 4096];
         let mut offset = 0;
         while offset < file.size {
-            offset += fs
-                .read_into(file.ino, offset, &mut buf, Retain::Reader)
-                .unwrap() as u64;
+            offset += fs.read_into(file.ino, offset, &mut buf).unwrap() as u64;
         }
         // Hints are given on a thread of their own: wait for them.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

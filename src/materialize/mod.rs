@@ -19,7 +19,6 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::cache::Retain;
 use crate::fs::ZarrFs;
 use crate::pool::Pool;
 
@@ -321,7 +320,7 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
         while offset < size {
             let n = self
                 .fs
-                .read_into(ino, offset, &mut buf, Retain::Reader)
+                .read_into(ino, offset, &mut buf)
                 .map_err(|e| e.to_string())?;
             if n == 0 {
                 return Err(format!("short read at {offset} of {size}"));
