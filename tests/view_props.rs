@@ -414,20 +414,19 @@ proptest! {
     }
 }
 
-/// `read_in_place` does answer where a read lies contiguously in one stored chunk (so the
-/// property above compares its answers, not only its refusals).
-#[test]
-fn read_in_place_answers_a_read_inside_one_chunk() {
+/// A C-order little-endian view of a float32 array of `shape` in `chunks`, every chunk
+/// stored (uncompressed, `stored_big`-endian, values from `seed`), and its expected bytes.
+fn plain_view(shape: Vec<u64>, chunks: Vec<u64>, stored_big: bool, seed: u64) -> (View, Vec<u8>) {
     let case = Case {
-        shape: vec![4, 6],
-        chunks: vec![2, 6],
+        shape,
+        chunks,
         dtype: 2,
-        stored_big: true,
+        stored_big,
         transpose: None,
         compressor: 0,
         v2_keys: false,
-        value_seed: 7,
-        fill_seed: 8,
+        value_seed: seed,
+        fill_seed: seed + 1,
         missing_percent: 0,
         missing_seed: 0,
         cache: 2,
@@ -439,6 +438,14 @@ fn read_in_place_answers_a_read_inside_one_chunk() {
     assert!(present.iter().all(|p| *p));
     let view = View::new(array, Arc::new(ChunkCache::new(1 << 20)), Layout::default()).unwrap();
     let expected = reference(&case, &present, false, false);
+    (view, expected)
+}
+
+/// `read_in_place` does answer where a read lies contiguously in one stored chunk (so the
+/// property above compares its answers, not only its refusals).
+#[test]
+fn read_in_place_answers_a_read_inside_one_chunk() {
+    let (view, expected) = plain_view(vec![4, 6], vec![2, 6], true, 7);
     // Elements 6..12 are the second row, inside chunk (0, 0).
     let slice = view
         .read_in_place(24, 24)
@@ -452,27 +459,7 @@ fn read_in_place_answers_a_read_inside_one_chunk() {
 /// a range that needs a chunk not decoded yet.
 #[test]
 fn read_now_answers_from_decoded_units_only() {
-    let case = Case {
-        shape: vec![6, 6],
-        chunks: vec![2, 3],
-        dtype: 2,
-        stored_big: false,
-        transpose: None,
-        compressor: 0,
-        v2_keys: false,
-        value_seed: 3,
-        fill_seed: 4,
-        missing_percent: 0,
-        missing_seed: 0,
-        cache: 2,
-        layouts: vec![(false, false)],
-        prefetch: false,
-        reads: vec![],
-    };
-    let (array, present) = build(&case);
-    assert!(present.iter().all(|p| *p));
-    let view = View::new(array, Arc::new(ChunkCache::new(1 << 20)), Layout::default()).unwrap();
-    let expected = reference(&case, &present, false, false);
+    let (view, expected) = plain_view(vec![6, 6], vec![2, 3], false, 3);
     let mut buf = vec![0u8; 24];
     assert!(matches!(view.read_now(0, &mut buf).unwrap(), Now::Later));
     // Element 0 decodes chunk (0, 0) and nothing else.
