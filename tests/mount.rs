@@ -15,7 +15,7 @@ use common::fixtures::{arrays_of, check_store, is_unsupported, stores};
 use common::mount::{
     io_args, mounted, pread_full, run_python, test_python, umount, wait_until, Lcg, Mount, Unmount,
 };
-use common::{cat, copy_dir, sha256, zarrfs, Manifest, TempDir};
+use common::{assert_no_failures, cat, copy_dir, sha256, zarrfs, Manifest, TempDir};
 use serde_json::Value;
 
 #[test]
@@ -26,12 +26,7 @@ fn every_fixture_array_reads_whole_in_c_and_f_order() {
         failures.extend(check_store(&m, &store, &["--order", "C"], "C_little", "C"));
         failures.extend(check_store(&m, &store, &["--order", "F"], "F_little", "F"));
     }
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
 }
 
 #[test]
@@ -48,12 +43,7 @@ fn big_endian_mounts_of_a_subset() {
         "F_big",
         "F",
     ));
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
 }
 
 #[test]
@@ -104,12 +94,7 @@ fn random_preads_match_the_expected_bytes() {
         }
     }
     assert!(checked >= 40, "only {checked} arrays checked");
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
 }
 
 #[test]
@@ -314,12 +299,7 @@ fn listings_stat_xattrs_and_sidecars_match_the_metadata() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
 }
 
 fn expect_erofs<T: std::fmt::Debug>(what: &str, result: std::io::Result<T>) {

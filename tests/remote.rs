@@ -15,7 +15,7 @@ use common::fixtures::{
 };
 use common::mount::{ForegroundMount, Mount};
 use common::servers::{nginx, s3s_fs, Proxy, Server};
-use common::{sha256, zarrfs, Manifest, TempDir};
+use common::{assert_no_failures, sha256, zarrfs, Manifest, TempDir};
 
 const ACCESS_KEY: &str = "zarrfsTESTACCESSKEY";
 const SECRET_KEY: &str = "zarrfs-test-secret-8f3a2c91d7";
@@ -57,15 +57,6 @@ fn zips_dir() -> PathBuf {
         dir.display()
     );
     dir
-}
-
-fn report(failures: Vec<String>) {
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
 }
 
 /// Mount `spec` for every store (`spec(folder)`), C and F order (F only when `both`),
@@ -110,7 +101,7 @@ fn s3_with_access_keys_every_fixture_array_in_c_and_f_order() {
         true,
         true,
     );
-    report(failures);
+    assert_no_failures(&failures);
 }
 
 #[test]
@@ -126,7 +117,7 @@ fn s3_anonymous_reads_a_public_bucket_and_signed_requests_need_keys() {
     );
     let mut failures = check_arrays(&m, "v3", &mount, "C_little", "C");
     failures.extend(check_groups(&m, "v3", &mount));
-    report(failures);
+    assert_no_failures(&failures);
 
     // A server with keys refuses wrong ones: the mount fails up front, naming the store
     // and never the secret.
@@ -148,7 +139,7 @@ fn http_with_listing_every_fixture_array_in_c_and_f_order() {
     let server = nginx(&m.dir, true);
     let base = server.url();
     let failures = check_all(&m, |f| format!("{base}/{f}"), &[], true, true);
-    report(failures);
+    assert_no_failures(&failures);
 }
 
 #[test]
@@ -195,7 +186,7 @@ fn http_without_listing_reads_consolidated_stores_and_named_arrays() {
     if !text.contains("cannot list") {
         failures.push(format!("inspect of an unlistable store: {text}"));
     }
-    report(failures);
+    assert_no_failures(&failures);
 }
 
 #[test]
@@ -224,7 +215,7 @@ fn zip_archives_local_and_over_http_read_every_fixture_array() {
         true,
         true,
     ));
-    report(failures);
+    assert_no_failures(&failures);
 }
 
 /// Reads `file` in a thread; its result, or `None` if it is still blocked after `secs`.
@@ -411,7 +402,7 @@ fn broken_zip_archives_fail_with_clear_errors_and_bad_entries_alone() {
     let names = Mount::new(&hostile.join("names.zip"), &[]);
     failures.extend(check_arrays(&m, "v3", &names, "C_little", "C"));
     failures.extend(check_groups(&m, "v3", &names));
-    report(failures);
+    assert_no_failures(&failures);
 }
 
 #[test]
@@ -484,7 +475,7 @@ fn disk_cache_serves_a_second_mount_without_data_gets_and_refetches_changed_obje
         proxy.requests("DATA") > 0,
         "a changed object was served from the disk cache"
     );
-    report(failures);
+    assert_no_failures(&failures);
 }
 
 /// The files under `dir` that are not metadata documents (chunk objects).

@@ -23,7 +23,9 @@ use common::mount::{
     array_file, mounted, peak_rss, python_stdout, test_python, umount, wait_exit, wait_for,
     wait_until, ForegroundMount, Lcg, Mount,
 };
-use common::{cat, copy_dir, sha256, zarrfs_limited, CliRun, Manifest, TempDir};
+use common::{
+    assert_no_failures, cat, copy_dir, sha256, zarrfs_limited, CliRun, Manifest, TempDir,
+};
 use serde_json::Value;
 
 /// Arrays whose codecs zarrfs does not implement (their reads fail with EIO; see
@@ -1043,12 +1045,7 @@ fn reads_at_and_past_the_end_and_near_2_pow_63_are_exact() {
         cases.len(),
         failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1569,10 +1566,5 @@ fn ls_stat_and_other_reads_answer_while_a_store_read_is_stuck_and_a_fifo_chunk_f
     if peak_rss(mount.pid()).is_none() || mount.log().contains("panic") {
         failures.push(format!("daemon: {}", tail(&mount.log())));
     }
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_no_failures(&failures);
 }
