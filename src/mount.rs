@@ -183,8 +183,8 @@ pub fn parse_cache_size(s: &str) -> std::result::Result<usize, String> {
     parse_size(s)
 }
 
-/// Loops reading requests from the kernel: one per core (requests are answered on the
-/// worker pools of [`FuseAdapter`], so these only receive and dispatch).
+/// Loops reading requests from the kernel: one per core (they answer reads of decoded
+/// bytes themselves and hand everything else to the worker pools of [`FuseAdapter`]).
 fn request_loops() -> usize {
     std::thread::available_parallelism().map_or(2, usize::from)
 }

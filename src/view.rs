@@ -565,11 +565,14 @@ impl View {
         let loader = &self.loader;
         let key = loader.key(&idx);
         let chunk = if cached_only {
-            let Some(chunk) = self.cache.peek(&key) else {
-                return Ok(None);
-            };
-            self.plan(offset, len);
-            chunk
+            // A fill unit is not handed out in place: the caller gathers it, and plans.
+            match self.cache.peek(&key) {
+                Some(chunk) if !matches!(chunk.as_ref(), ChunkData::Fill(_)) => {
+                    self.plan(offset, len);
+                    chunk
+                }
+                _ => return Ok(None),
+            }
         } else {
             self.plan(offset, len);
             self.cache.get_or_load(&key, || loader.load(&idx))?
