@@ -42,6 +42,14 @@ impl<W: Write> Write for Counting<W> {
         Ok(n)
     }
 
+    fn write_vectored(&mut self, bufs: &[std::io::IoSlice]) -> std::io::Result<usize> {
+        let n = self.inner.write_vectored(bufs)?;
+        if let Some(bar) = &self.bar {
+            bar.inc(n as u64);
+        }
+        Ok(n)
+    }
+
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         self.inner.write_all(buf)?;
         if let Some(bar) = &self.bar {

@@ -18,6 +18,9 @@ use crate::metadata::{DataType, SwapUnits};
 use crate::prefetch::Prefetcher;
 use crate::region::Region;
 
+mod stream;
+pub use stream::MIN_PIECE;
+
 /// The readahead window starts here and doubles while reads stay sequential.
 const MIN_WINDOW: u64 = 4 << 20;
 
@@ -713,18 +716,6 @@ impl View {
             self.cache.served(&key, piece);
             Ok(true)
         })
-    }
-
-    /// Stream the whole file to `out` in blocks of `block` bytes.
-    pub fn write_all(&self, out: &mut impl Write, block: usize) -> Result<()> {
-        let mut buf = vec![0u8; block.max(self.loader.item)];
-        let mut offset = 0u64;
-        while offset < self.size() {
-            let n = self.read_at(offset, &mut buf)?;
-            out.write_all(&buf[..n]).map_err(output_error)?;
-            offset += n as u64;
-        }
-        Ok(())
     }
 }
 

@@ -390,8 +390,44 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
         let mut buf = vec![0u8; expected.len() + 3];
         let n = view.read_at(0, &mut buf).unwrap();
         prop_assert_eq!(&buf[..n], &expected[..], "whole file");
+        // Streamed, written in place from the units and assembled, by a writer that
+        // takes a few bytes at a time.
+        for min_piece in [0, usize::MAX] {
+            let mut out = Trickle::default();
+            view.write_pieces(&mut out, 7 + case.value_seed as usize % 64, min_piece)
+                .unwrap();
+            prop_assert_eq!(&out.bytes, expected, "streamed, min_piece {}", min_piece);
+        }
     }
     Ok(())
+}
+
+/// A writer that takes at most 5 bytes per write, from at most two slices.
+#[derive(Default)]
+struct Trickle {
+    bytes: Vec<u8>,
+}
+
+impl std::io::Write for Trickle {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(5);
+        self.bytes.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+
+    fn write_vectored(&mut self, bufs: &[std::io::IoSlice]) -> std::io::Result<usize> {
+        let mut left = 5;
+        for b in bufs.iter().take(2) {
+            let n = b.len().min(left);
+            self.bytes.extend_from_slice(&b[..n]);
+            left -= n;
+        }
+        Ok(5 - left)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn config() -> ProptestConfig {

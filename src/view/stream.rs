@@ -1,0 +1,171 @@
+//! Streaming a whole flat file to a writer (`zarrfs cat`). Where the runs of consecutive
+//! file bytes inside one unit are long, each block goes out as vectored writes straight
+//! from the decoded units (and from a pattern of the fill value), with no copy into a
+//! block buffer first; short runs are assembled into a buffer as [`View::read_at`] does.
+
+use std::io::{IoSlice, Write};
+use std::sync::Arc;
+
+use super::{file_axes, for_each_run, View};
+use crate::cache::ChunkKey;
+use crate::codec::ChunkData;
+use crate::error::{output_error, Error, Result};
+
+/// Runs shorter than this are assembled: per piece, a vectored write costs more than
+/// copying it.
+pub const MIN_PIECE: usize = 512;
+
+/// Bytes of repeated fill value that fill runs are written from.
+const FILL_PATTERN: usize = 64 << 10;
+
+/// One stretch of a block: `len` bytes of held unit `unit` from byte `start` on, or of
+/// fill value when the unit is a fill unit.
+struct Piece {
+    unit: usize,
+    start: usize,
+    len: usize,
+}
+
+impl View {
+    /// Stream the whole file to `out` in blocks of about `block` bytes.
+    pub fn write_all(&self, out: &mut impl Write, block: usize) -> Result<()> {
+        self.write_pieces(out, block, MIN_PIECE)
+    }
+
+    /// [`View::write_all`], writing runs in place when the file's contiguous runs in one
+    /// unit are at least `min_piece` bytes long, else assembling each block.
+    pub fn write_pieces(&self, out: &mut impl Write, block: usize, min_piece: usize) -> Result<()> {
+        let item = self.loader.item.max(1);
+        let block = (block / item).max(1) * item;
+        let size = self.size();
+        let in_place = self.run_bytes() >= min_piece;
+        let mut buf = if in_place { vec![] } else { vec![0u8; block] };
+        let mut offset = 0u64;
+        while offset < size {
+            let len = (block as u64).min(size - offset);
+            if in_place {
+                self.write_block(out, offset, len)?;
+            } else {
+                let n = self.read_at(offset, &mut buf[..len as usize])?;
+                out.write_all(&buf[..n]).map_err(output_error)?;
+            }
+            offset += len;
+        }
+        Ok(())
+    }
+
+    /// The bytes a unit contributes to the file in one run: its extent along the fastest
+    /// file axis, times the next axes' while the unit spans the whole file extent there.
+    fn run_bytes(&self) -> usize {
+        let shape = &self.loader.array.meta.shape;
+        let unit = self.loader.array.unit_shape();
+        let mut bytes = self.loader.item as u64;
+        for &d in file_axes(self.loader.layout.order, shape.len())
+            .iter()
+            .rev()
+        {
+            bytes = bytes.saturating_mul(unit[d].min(shape[d]));
+            if unit[d] != shape[d] {
+                break;
+            }
+        }
+        usize::try_from(bytes).unwrap_or(usize::MAX)
+    }
+
+    /// Write file bytes `[offset, offset + len)` (whole elements) from the units that
+    /// hold them, holding each until the block is written.
+    fn write_block(&self, out: &mut impl Write, offset: u64, len: u64) -> Result<()> {
+        let loader = &self.loader;
+        let meta = &loader.array.meta;
+        let item = loader.item;
+        self.plan(offset, len);
+        let (first, last) = (offset / item as u64, (offset + len) / item as u64);
+        let unit_len = loader.array.unit_bytes();
+        let mut held: Vec<(ChunkKey, Arc<ChunkData>)> = Vec::new();
+        let mut fill: Option<Vec<u8>> = None;
+        for idx in self.units(first, last, usize::MAX) {
+            let key = loader.key(&idx);
+            let chunk = self.load_unit(&key, &idx)?;
+            match chunk.as_ref() {
+                ChunkData::Fixed(b) if b.len() == unit_len => {}
+                ChunkData::Fill(one) if one.len() == item => {
+                    let pattern = fill.get_or_insert_with(|| one.repeat(FILL_PATTERN / item + 1));
+                    if !pattern.starts_with(one) {
+                        return Err(Error::corrupt(&meta.meta_key, "two fill values"));
+                    }
+                }
+                _ => {
+                    return Err(Error::corrupt(
+                        &meta.meta_key,
+                        "decoded chunk has the wrong size",
+                    ))
+                }
+            }
+            held.push((key, chunk));
+        }
+        let is_fill = |u: usize| matches!(held[u].1.as_ref(), ChunkData::Fill(_));
+        let mut pieces: Vec<Piece> = Vec::new();
+        let mut served = vec![0usize; held.len()];
+        let mut at = 0usize;
+        let order = loader.layout.order;
+        for_each_run(
+            &meta.shape,
+            loader.array.unit_shape(),
+            (order, order),
+            first,
+            last,
+            |run| {
+                // Runs move through few units, mostly to the next one: look from the last.
+                at = (0..held.len())
+                    .map(|k| (at + k) % held.len())
+                    .find(|&k| held[k].0 .2 == run.unit)
+                    .ok_or_else(|| Error::Invalid("a unit the write needs was not held".into()))?;
+                let (start, bytes) = (run.offset * item, run.len as usize * item);
+                served[at] += bytes;
+                match pieces.last_mut() {
+                    Some(p) if is_fill(p.unit) && is_fill(at) => p.len += bytes,
+                    Some(p) if p.unit == at && p.start + p.len == start => p.len += bytes,
+                    _ => pieces.push(Piece {
+                        unit: at,
+                        start,
+                        len: bytes,
+                    }),
+                }
+                Ok(())
+            },
+        )?;
+        let pattern = fill.as_deref().unwrap_or(&[]);
+        let mut slices: Vec<IoSlice> = Vec::with_capacity(pieces.len());
+        for p in &pieces {
+            match held[p.unit].1.as_ref() {
+                ChunkData::Fixed(b) => slices.push(IoSlice::new(&b[p.start..p.start + p.len])),
+                _ => {
+                    let mut left = p.len;
+                    while left > 0 {
+                        let n = left.min(pattern.len());
+                        slices.push(IoSlice::new(&pattern[..n]));
+                        left -= n;
+                    }
+                }
+            }
+        }
+        write_all_vectored(out, &mut slices)?;
+        for ((key, _), bytes) in held.iter().zip(served) {
+            self.cache.served(key, bytes);
+        }
+        Ok(())
+    }
+}
+
+/// Write every byte of `slices`, however many each vectored write takes.
+fn write_all_vectored(out: &mut impl Write, mut slices: &mut [IoSlice]) -> Result<()> {
+    while !slices.is_empty() {
+        match out.write_vectored(slices) {
+            Ok(0) => return Err(output_error(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(output_error(e)),
+        }
+    }
+    Ok(())
+}
