@@ -106,7 +106,7 @@ impl View {
         let is_fill = |u: usize| matches!(held[u].1.as_ref(), ChunkData::Fill(_));
         let mut pieces: Vec<Piece> = Vec::new();
         let mut served = vec![0usize; held.len()];
-        let mut at = 0usize;
+        let table = UnitTable::new(held.iter().map(|(key, _)| key.2.as_slice()));
         let order = loader.layout.order;
         for_each_run(
             &meta.shape,
@@ -115,10 +115,8 @@ impl View {
             first,
             last,
             |run| {
-                // Runs move through few units, mostly to the next one: look from the last.
-                at = (0..held.len())
-                    .map(|k| (at + k) % held.len())
-                    .find(|&k| held[k].0 .2 == run.unit)
+                let at = table
+                    .find(run.unit)
                     .ok_or_else(|| Error::Invalid("a unit the write needs was not held".into()))?;
                 let (start, bytes) = (run.offset * item, run.len as usize * item);
                 served[at] += bytes;
@@ -157,6 +155,72 @@ impl View {
     }
 }
 
+/// The position of each of a block's units in its list, by grid index: a dense table
+/// over the units' bounding box, or a search of the list when that box is much larger
+/// than the list (a block whose head and tail are far apart in some axis).
+struct UnitTable<'a> {
+    units: Vec<&'a [u64]>,
+    lo: Vec<u64>,
+    strides: Vec<u64>,
+    /// Position + 1 of the unit in each cell of the box, 0 for none; empty: search.
+    slots: Vec<usize>,
+}
+
+impl<'a> UnitTable<'a> {
+    fn new(units: impl Iterator<Item = &'a [u64]>) -> UnitTable<'a> {
+        let units: Vec<&[u64]> = units.collect();
+        let rank = units.first().map_or(0, |u| u.len());
+        let mut lo = vec![u64::MAX; rank];
+        let mut hi = vec![0u64; rank];
+        for u in &units {
+            for d in 0..rank.min(u.len()) {
+                lo[d] = lo[d].min(u[d]);
+                hi[d] = hi[d].max(u[d]);
+            }
+        }
+        let mut strides = vec![0u64; rank];
+        let mut cells = 1u64;
+        for d in (0..rank).rev() {
+            strides[d] = cells;
+            cells = cells.saturating_mul(hi[d].saturating_sub(lo[d]) + 1);
+        }
+        let mut table = UnitTable {
+            units,
+            lo,
+            strides,
+            slots: vec![],
+        };
+        if cells <= 4 * table.units.len() as u64 + 64 {
+            table.slots = vec![0; cells as usize];
+            for (k, u) in table.units.iter().enumerate() {
+                if let Some(cell) = table.cell(u) {
+                    table.slots[cell] = k + 1;
+                }
+            }
+        }
+        table
+    }
+
+    fn cell(&self, u: &[u64]) -> Option<usize> {
+        if u.len() != self.lo.len() {
+            return None;
+        }
+        let mut cell = 0u64;
+        for (d, &i) in u.iter().enumerate() {
+            cell = cell.checked_add(i.checked_sub(self.lo[d])?.checked_mul(self.strides[d])?)?;
+        }
+        usize::try_from(cell).ok()
+    }
+
+    fn find(&self, u: &[u64]) -> Option<usize> {
+        if self.slots.is_empty() {
+            return self.units.iter().position(|v| *v == u);
+        }
+        let k = *self.slots.get(self.cell(u)?)?;
+        (k > 0 && self.units[k - 1] == u).then(|| k - 1)
+    }
+}
+
 /// Write every byte of `slices`, however many each vectored write takes.
 fn write_all_vectored(out: &mut impl Write, mut slices: &mut [IoSlice]) -> Result<()> {
     while !slices.is_empty() {
@@ -168,4 +232,29 @@ fn write_all_vectored(out: &mut impl Write, mut slices: &mut [IoSlice]) -> Resul
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UnitTable;
+
+    #[test]
+    fn unit_table_finds_each_unit_and_nothing_else() {
+        // A dense block (a table) and one whose units lie far apart (a search).
+        let dense: Vec<Vec<u64>> = (0..3)
+            .flat_map(|y| (2..6).map(move |x| vec![7, y, x]))
+            .collect();
+        let sparse = vec![vec![0, 0], vec![1000, 3], vec![500, 1]];
+        for units in [dense, sparse] {
+            let table = UnitTable::new(units.iter().map(Vec::as_slice));
+            for (k, u) in units.iter().enumerate() {
+                assert_eq!(table.find(u), Some(k), "{u:?}");
+            }
+            let rank = units[0].len();
+            for missing in [vec![1; rank], vec![u64::MAX; rank], vec![0; rank + 1]] {
+                assert_eq!(table.find(&missing), None, "{missing:?}");
+            }
+        }
+        assert_eq!(UnitTable::new(std::iter::empty()).find(&[]), None);
+    }
 }
