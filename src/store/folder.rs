@@ -2,12 +2,12 @@
 //! root is ever opened: no `..`, no absolute paths, no NUL, no symlinks leading outside.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::{value_buffer, ByteRange, Listing, Store};
+use super::{read_value, ByteRange, Listing, Store};
 use crate::error::{Error, Result};
 
 /// A read-only store over a directory tree.
@@ -114,7 +114,7 @@ fn is_missing(e: &io::Error) -> bool {
 
 impl Store for FolderStore {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        let Some(mut f) = self.open_file(key)? else {
+        let Some(f) = self.open_file(key)? else {
             return Ok(None);
         };
         let size = f.metadata().map_err(|e| io_err(key, e))?.len();
@@ -122,9 +122,7 @@ impl Store for FolderStore {
         // readahead window that starts small.
         // SAFETY: advice on a descriptor we own; failure only loses the hint.
         unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, size as i64, libc::POSIX_FADV_WILLNEED) };
-        let mut buf = value_buffer(key, size)?;
-        f.read_exact(&mut buf).map_err(|e| io_err(key, e))?;
-        Ok(Some(buf))
+        Ok(Some(read_value(key, f, size)?))
     }
 
     fn will_need(&self, key: &str) {
@@ -142,8 +140,7 @@ impl Store for FolderStore {
         let (offset, len) = range.clip(size);
         f.seek(SeekFrom::Start(offset))
             .map_err(|e| io_err(key, e))?;
-        let mut buf = value_buffer(key, len)?;
-        f.read_exact(&mut buf).map_err(|e| io_err(key, e))?;
+        let buf = read_value(key, f, len)?;
         Ok(Some(buf))
     }
 

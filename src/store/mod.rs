@@ -25,6 +25,8 @@ pub use options::{is_secret_key, StoreConfig};
 pub use remote::RemoteStore;
 pub use zip::ZipStore;
 
+use std::io::Read;
+
 use crate::error::{Error, Result};
 
 /// The largest value (or range of one) a store hands out: the largest chunk zarrfs decodes
@@ -35,6 +37,28 @@ pub const MAX_VALUE: u64 = (4 << 30) + (64 << 20);
 /// A zeroed buffer of `len` bytes for the value at `key`, or an error (never an abort) when
 /// `len` passes [`MAX_VALUE`] or memory cannot be had.
 pub fn value_buffer(key: &str, len: u64) -> Result<Vec<u8>> {
+    let mut buf = value_room(key, len)?;
+    buf.resize(len as usize, 0);
+    Ok(buf)
+}
+
+/// The `len` bytes of the value at `key` that `from` gives next, read into a buffer that is
+/// not zeroed first; an error when `from` ends sooner (or as [`value_buffer`]).
+pub fn read_value(key: &str, from: impl Read, len: u64) -> Result<Vec<u8>> {
+    let mut buf = value_room(key, len)?;
+    let io = |source| Error::Io {
+        key: key.to_string(),
+        source,
+    };
+    from.take(len).read_to_end(&mut buf).map_err(io)?;
+    if buf.len() as u64 != len {
+        return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
+    }
+    Ok(buf)
+}
+
+/// An empty buffer with room for exactly `len` bytes of the value at `key`.
+fn value_room(key: &str, len: u64) -> Result<Vec<u8>> {
     if len > MAX_VALUE {
         return Err(Error::corrupt(
             key,
@@ -46,7 +70,6 @@ pub fn value_buffer(key: &str, len: u64) -> Result<Vec<u8>> {
         key: key.to_string(),
         source: std::io::Error::from(std::io::ErrorKind::OutOfMemory),
     })?;
-    buf.resize(len as usize, 0);
     Ok(buf)
 }
 
@@ -124,4 +147,21 @@ pub enum Version {
     Tag(String),
     /// The store cannot tell.
     Unknown,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_value_reads_exactly_len_bytes_or_fails() {
+        let data: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+        assert_eq!(read_value("k", &data[..], 100_000).unwrap(), data);
+        assert_eq!(read_value("k", &data[..], 70_000).unwrap(), &data[..70_000]);
+        assert_eq!(read_value("k", &data[..], 0).unwrap(), Vec::<u8>::new());
+        let short = read_value("c/0", &data[..10], 11).unwrap_err();
+        assert!(short.to_string().contains("c/0"), "{short}");
+        let huge = read_value("c/1", &data[..], MAX_VALUE + 1).unwrap_err();
+        assert!(huge.to_string().contains("larger than any chunk"), "{huge}");
+    }
 }
