@@ -108,15 +108,29 @@ fn reverse_tiles<const N: usize>(src: &[u8], item: usize, shape: &[u64], dst: &m
     let (src_outer, dst_inner) = (src_strides[0], dst_stride(n - 1));
     let middle: Vec<usize> = (1..n - 1).collect();
     let mut m = vec![0u64; n];
+    let size = if N == 0 { item } else { N };
+    let mut tile = vec![0u8; TILE * TILE * size];
     loop {
         let src_base: usize = middle.iter().map(|&d| m[d] as usize * src_strides[d]).sum();
         let dst_base: usize = middle.iter().map(|&d| m[d] as usize * dst_stride(d)).sum();
         for i0 in (0..outer).step_by(TILE) {
+            let rows = TILE.min(outer - i0);
             for k0 in (0..inner).step_by(TILE) {
-                for i in i0..(i0 + TILE).min(outer) {
-                    let s_row = src_base + i * src_outer;
-                    for k in k0..(k0 + TILE).min(inner) {
-                        copy_element::<N>(src, s_row + k, dst, dst_base + k * dst_inner + i, item);
+                let cols = TILE.min(inner - k0);
+                // The tile's rows into `tile`, each a contiguous run of the source.
+                for i in 0..rows {
+                    let s = (src_base + (i0 + i) * src_outer + k0) * size;
+                    tile[i * TILE * size..(i * TILE + cols) * size]
+                        .copy_from_slice(&src[s..s + cols * size]);
+                }
+                // Its columns out, each a contiguous run of the destination: one
+                // destination line at a time, not a tile's width of lines that a
+                // power-of-two stride maps to the same cache set.
+                for k in 0..cols {
+                    let d = (dst_base + (k0 + k) * dst_inner + i0) * size;
+                    let out = &mut dst[d..d + rows * size];
+                    for i in 0..rows {
+                        copy_element::<N>(&tile, i * TILE + k, out, i, item);
                     }
                 }
             }
@@ -216,7 +230,7 @@ mod tests {
             vec![2, 3, 4, 5],
             vec![40, 1, 37],
         ] {
-            for item in [1usize, 4, 3] {
+            for item in [1usize, 2, 4, 8, 16, 3] {
                 let n: u64 = shape.iter().product();
                 let src: Vec<u8> = (0..n as usize * item)
                     .map(|i| (i * 7 % 251) as u8)
