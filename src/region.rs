@@ -41,10 +41,11 @@ impl Region<'_> {
         let ss = strides(self.src_shape);
         let ds = strides(self.dst_shape);
         let len = self.region[n - 1] as usize * self.item;
+        // Offsets move by a stride per step of the walk, back by a side when it wraps.
         let mut idx = vec![0u64; n - 1];
+        let mut s = offset(self.src_at, &ss) * self.item;
+        let mut d = offset(self.dst_at, &ds) * self.item - base;
         loop {
-            let s = (offset(self.src_at, &ss) + offset(&idx, &ss[..n - 1])) * self.item;
-            let d = (offset(self.dst_at, &ds) + offset(&idx, &ds[..n - 1])) * self.item - base;
             row(s, d, len);
             let mut dim = n - 1;
             loop {
@@ -53,9 +54,13 @@ impl Region<'_> {
                 }
                 dim -= 1;
                 idx[dim] += 1;
+                s += ss[dim] * self.item;
+                d += ds[dim] * self.item;
                 if idx[dim] < self.region[dim] {
                     break;
                 }
+                s -= ss[dim] * self.item * self.region[dim] as usize;
+                d -= ds[dim] * self.item * self.region[dim] as usize;
                 idx[dim] = 0;
             }
         }
