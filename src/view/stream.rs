@@ -39,13 +39,12 @@ impl View {
         let block = (block / item).max(1) * item;
         let size = self.size();
         let in_place = self.run_bytes() >= min_piece;
-        let mut buf = if in_place { vec![] } else { vec![0u8; block] };
+        let mut buf = Vec::new();
         let mut offset = 0u64;
         while offset < size {
             let len = (block as u64).min(size - offset);
-            if in_place {
-                self.write_block(out, offset, len)?;
-            } else {
+            if !(in_place && self.write_block(out, offset, len)?) {
+                buf.resize(block, 0);
                 let n = self.read_at(offset, &mut buf[..len as usize])?;
                 out.write_all(&buf[..n]).map_err(output_error)?;
             }
@@ -73,17 +72,22 @@ impl View {
     }
 
     /// Write file bytes `[offset, offset + len)` (whole elements) from the units that
-    /// hold them, holding each until the block is written.
-    fn write_block(&self, out: &mut impl Write, offset: u64, len: u64) -> Result<()> {
+    /// hold them, holding each until the block is written; false (nothing written) when
+    /// those units would take more than half the cache at once.
+    fn write_block(&self, out: &mut impl Write, offset: u64, len: u64) -> Result<bool> {
         let loader = &self.loader;
         let meta = &loader.array.meta;
         let item = loader.item;
-        self.plan(offset, len);
         let (first, last) = (offset / item as u64, (offset + len) / item as u64);
         let unit_len = loader.array.unit_bytes();
+        let units = self.units(first, last, usize::MAX);
+        if (units.len() as u64).saturating_mul(unit_len as u64) > self.cache.budget() as u64 / 2 {
+            return Ok(false);
+        }
+        self.plan(offset, len);
         let mut held: Vec<(ChunkKey, Arc<ChunkData>)> = Vec::new();
         let mut fill: Option<Vec<u8>> = None;
-        for idx in self.units(first, last, usize::MAX) {
+        for idx in units {
             let key = loader.key(&idx);
             let chunk = self.load_unit(&key, &idx)?;
             match chunk.as_ref() {
@@ -151,7 +155,7 @@ impl View {
         for ((key, _), bytes) in held.iter().zip(served) {
             self.cache.served(key, bytes);
         }
-        Ok(())
+        Ok(true)
     }
 }
 
