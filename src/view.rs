@@ -19,7 +19,6 @@ use crate::prefetch::Prefetcher;
 use crate::region::Region;
 
 mod stream;
-pub use stream::MIN_PIECE;
 
 /// The readahead window starts here and doubles while reads stay sequential.
 const MIN_WINDOW: u64 = 4 << 20;
@@ -297,6 +296,19 @@ impl UnitLoader {
     fn key(&self, idx: &[u64]) -> ChunkKey {
         let tag = (self.layout.order == Order::F) as u8 | (self.layout.big_endian as u8) << 1;
         (self.array.id(), tag, idx.to_vec())
+    }
+
+    /// Whether a decoded unit is what the view copies from: the bytes of a whole unit, or
+    /// one element of fill value.
+    fn check(&self, chunk: &ChunkData) -> Result<()> {
+        match chunk {
+            ChunkData::Fixed(b) if b.len() == self.array.unit_bytes() => Ok(()),
+            ChunkData::Fill(one) if one.len() == self.item => Ok(()),
+            _ => Err(Error::corrupt(
+                &self.array.meta.meta_key,
+                "decoded chunk has the wrong size",
+            )),
+        }
     }
 
     fn load(&self, idx: &[u64]) -> Result<ChunkData> {
@@ -674,21 +686,15 @@ impl View {
         let axes = file_axes(loader.layout.order, meta.shape.len());
         // Everything below is in file-axis order, where units and the file are both C order.
         let (shape_f, unit_f) = (to_file_axes(&axes, &meta.shape), to_file_axes(&axes, unit));
-        let unit_len = unit_f.iter().product::<u64>() as usize * loader.item;
         let mut unserved = if first_not_served { loader.item } else { 0 };
         for_each_box_unit(&shape_f, &unit_f, first, last, |lo, hi, u| {
             let idx = from_file_axes(&axes, u);
             let key = loader.key(&idx);
             let chunk = get_unit(&key, &idx)?;
+            loader.check(&chunk)?;
             let src = match chunk.as_ref() {
-                ChunkData::Fixed(src) if src.len() == unit_len => Some(src),
-                ChunkData::Fill(one) if one.len() == loader.item => None,
-                _ => {
-                    return Err(Error::corrupt(
-                        &meta.meta_key,
-                        "decoded chunk has the wrong size",
-                    ))
-                }
+                ChunkData::Fixed(src) => Some(src),
+                _ => None,
             };
             // The part of the box inside unit `u`.
             let start: Vec<u64> = (0..u.len()).map(|k| lo[k].max(u[k] * unit_f[k])).collect();

@@ -140,8 +140,7 @@ impl Store for FolderStore {
         let (offset, len) = range.clip(size);
         f.seek(SeekFrom::Start(offset))
             .map_err(|e| io_err(key, e))?;
-        let buf = read_value(key, f, len)?;
-        Ok(Some(buf))
+        Ok(Some(read_value(key, f, len)?))
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {

@@ -13,7 +13,7 @@ use crate::error::{output_error, Error, Result};
 
 /// Runs shorter than this are assembled: per piece, a vectored write costs more than
 /// copying it.
-pub const MIN_PIECE: usize = 512;
+const MIN_PIECE: usize = 512;
 
 /// Bytes of repeated fill value that fill runs are written from.
 const FILL_PATTERN: usize = 64 << 10;
@@ -90,19 +90,11 @@ impl View {
         for idx in units {
             let key = loader.key(&idx);
             let chunk = self.load_unit(&key, &idx)?;
-            match chunk.as_ref() {
-                ChunkData::Fixed(b) if b.len() == unit_len => {}
-                ChunkData::Fill(one) if one.len() == item => {
-                    let pattern = fill.get_or_insert_with(|| one.repeat(FILL_PATTERN / item + 1));
-                    if !pattern.starts_with(one) {
-                        return Err(Error::corrupt(&meta.meta_key, "two fill values"));
-                    }
-                }
-                _ => {
-                    return Err(Error::corrupt(
-                        &meta.meta_key,
-                        "decoded chunk has the wrong size",
-                    ))
+            loader.check(&chunk)?;
+            if let ChunkData::Fill(one) = chunk.as_ref() {
+                let pattern = fill.get_or_insert_with(|| one.repeat(FILL_PATTERN / item + 1));
+                if !pattern.starts_with(one) {
+                    return Err(Error::corrupt(&meta.meta_key, "two fill values"));
                 }
             }
             held.push((key, chunk));
