@@ -415,6 +415,26 @@ impl View {
         &self.loader.array
     }
 
+    /// What a front-to-back read of the file cycles through: the bytes of the decoded
+    /// units of one layer along the slowest file axis that a unit spans more than one
+    /// element of, and that span. The read returns to every unit of the layer once per
+    /// element of the span, so when the layer does not fit the cache, each unit is
+    /// decoded that many times or more.
+    pub fn sequential_working_set(&self) -> (u64, u64) {
+        let array = &self.loader.array;
+        let (shape, unit) = (&array.meta.shape, array.unit_shape());
+        let grid = array.unit_grid();
+        let axes = file_axes(self.loader.layout.order, shape.len());
+        let Some(k) = axes.iter().position(|&a| unit[a].min(shape[a]) > 1) else {
+            return (array.unit_bytes() as u64, 1);
+        };
+        let units = axes[k + 1..]
+            .iter()
+            .fold(1u64, |n, &a| n.saturating_mul(grid[a]));
+        let span = unit[axes[k]].min(shape[axes[k]]);
+        (units.saturating_mul(array.unit_bytes() as u64), span)
+    }
+
     fn units(&self, first: u64, last: u64, limit: usize) -> Vec<Vec<u64>> {
         let array = &self.loader.array;
         let order = self.loader.layout.order;

@@ -516,3 +516,74 @@ fn read_now_answers_from_decoded_units_only() {
         _ => panic!("row 0 spans two decoded chunks: copied"),
     }
 }
+
+/// A front-to-back read cycles through one layer of units along the slowest file axis
+/// that a unit spans more than one element of: a cache that holds the layer fetches each
+/// chunk once; one that holds only the units of one file row fetches each chunk once per
+/// element of that span, as `sequential_working_set` says.
+#[test]
+fn a_front_to_back_read_cycles_through_the_working_set_it_reports() {
+    let case = |chunks: Vec<u64>| Case {
+        shape: vec![4, 6, 12],
+        chunks,
+        dtype: 2,
+        stored_big: false,
+        transpose: None,
+        compressor: 0,
+        v2_keys: false,
+        value_seed: 5,
+        fill_seed: 6,
+        missing_percent: 0,
+        missing_seed: 0,
+        cache: 2,
+        layouts: vec![(false, false)],
+        prefetch: false,
+        reads: vec![],
+    };
+    // (chunks, order, units in the layer, span, units one file row touches, fetches of
+    // each chunk with a cache of that row)
+    let cases = [
+        (vec![2, 3, 4], Order::C, 2 * 3, 2, 3, 2),
+        (vec![2, 3, 4], Order::F, 2 * 2, 4, 2, 4),
+        // The slowest axis is one element per unit: the layer is along the next one, and
+        // it is one row of units.
+        (vec![1, 2, 4], Order::C, 3, 2, 3, 1),
+        (vec![1, 1, 12], Order::F, 6 * 4, 12, 4, 12),
+    ];
+    for (chunks, order, layer_units, span, row_units, cycles) in cases {
+        let (array, _) = build(&case(chunks.clone()));
+        let unit = array.unit_bytes();
+        let layout = Layout {
+            order,
+            big_endian: false,
+        };
+        let fetched = |cache_units: usize| {
+            let cache = Arc::new(ChunkCache::new(cache_units * unit));
+            let view = View::new(array.clone(), cache, layout).unwrap();
+            let before = array.bytes_fetched();
+            // One file row (along the fastest file axis) per read.
+            let item = view.size() / (4 * 6 * 12);
+            let row = item * if order == Order::C { 12 } else { 4 };
+            let mut buf = vec![0u8; row as usize];
+            let mut offset = 0;
+            while offset < view.size() {
+                offset += view.read_at(offset, &mut buf).unwrap() as u64;
+            }
+            (
+                view.sequential_working_set(),
+                array.bytes_fetched() - before,
+            )
+        };
+        let what = format!("{chunks:?} in {order:?} order");
+        let (reported, once) = fetched(layer_units);
+        assert_eq!(reported, ((layer_units * unit) as u64, span), "{what}");
+        let stored = case(chunks.clone()).grid().iter().product::<u64>() * unit as u64;
+        assert_eq!(once, stored, "{what}: a cache of the layer");
+        let (_, cycled) = fetched(row_units);
+        assert_eq!(
+            cycled,
+            cycles * stored,
+            "{what}: a cache of one row of units"
+        );
+    }
+}

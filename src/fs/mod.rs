@@ -86,6 +86,11 @@ fn cached_bytes(cache_size: usize) -> usize {
     cache_size - (cache_size / 16).min(64 << 20)
 }
 
+/// A `--cache-size` whose decoded chunks may keep at least `kept` bytes.
+pub(crate) fn cache_size_keeping(kept: u64) -> u64 {
+    kept.saturating_add(64 << 20)
+}
+
 fn join(parent: &str, name: &str) -> String {
     if parent.is_empty() {
         name.to_string()
