@@ -450,10 +450,10 @@ proptest! {
     }
 }
 
-/// A C-order little-endian view of a float32 array of `shape` in `chunks`, every chunk
-/// stored (uncompressed, `stored_big`-endian, values from `seed`), and its expected bytes.
-fn plain_view(shape: Vec<u64>, chunks: Vec<u64>, stored_big: bool, seed: u64) -> (View, Vec<u8>) {
-    let case = Case {
+/// A float32 array of `shape` in `chunks`, every chunk stored (uncompressed,
+/// `stored_big`-endian, values from `seed`).
+fn plain_case(shape: Vec<u64>, chunks: Vec<u64>, stored_big: bool, seed: u64) -> Case {
+    Case {
         shape,
         chunks,
         dtype: 2,
@@ -469,7 +469,12 @@ fn plain_view(shape: Vec<u64>, chunks: Vec<u64>, stored_big: bool, seed: u64) ->
         layouts: vec![(false, false)],
         prefetch: false,
         reads: vec![],
-    };
+    }
+}
+
+/// A C-order little-endian view of [`plain_case`], and its expected bytes.
+fn plain_view(shape: Vec<u64>, chunks: Vec<u64>, stored_big: bool, seed: u64) -> (View, Vec<u8>) {
+    let case = plain_case(shape, chunks, stored_big, seed);
     let (array, present) = build(&case);
     assert!(present.iter().all(|p| *p));
     let view = View::new(array, Arc::new(ChunkCache::new(1 << 20)), Layout::default()).unwrap();
@@ -523,23 +528,7 @@ fn read_now_answers_from_decoded_units_only() {
 /// element of that span, as `sequential_working_set` says.
 #[test]
 fn a_front_to_back_read_cycles_through_the_working_set_it_reports() {
-    let case = |chunks: Vec<u64>| Case {
-        shape: vec![4, 6, 12],
-        chunks,
-        dtype: 2,
-        stored_big: false,
-        transpose: None,
-        compressor: 0,
-        v2_keys: false,
-        value_seed: 5,
-        fill_seed: 6,
-        missing_percent: 0,
-        missing_seed: 0,
-        cache: 2,
-        layouts: vec![(false, false)],
-        prefetch: false,
-        reads: vec![],
-    };
+    let case = |chunks: Vec<u64>| plain_case(vec![4, 6, 12], chunks, false, 5);
     // (chunks, order, units in the layer, span, units one file row touches, fetches of
     // each chunk with a cache of that row)
     let cases = [
