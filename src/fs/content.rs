@@ -177,17 +177,16 @@ pub fn array_file(
     let view = View::new(array, cache.clone(), layout)?.with_prefetch(prefetcher.clone());
     let (working_set, span) = view.sequential_working_set();
     if working_set > cache.budget() as u64 {
-        let (key, order, need, have, size) = (
-            &view.array().meta.meta_key,
-            layout.order,
-            working_set.div_ceil(1 << 20),
-            cache.budget() >> 20,
-            super::cache_size_keeping(working_set).div_ceil(1 << 20),
-        );
+        let mib = |bytes: u64| bytes.div_ceil(1 << 20);
         log::warn!(
-            "{key}: a front-to-back read of its file ({order:?} order) cycles through {need} \
-             MiB of decoded chunks, more than the {have} MiB the cache keeps, so it decodes \
-             each chunk {span} times or more; --cache-size {size}MiB or more avoids that"
+            "{}: a front-to-back read of its file ({:?} order) cycles through {} MiB of decoded \
+             chunks, more than the {} MiB the cache keeps, so it decodes each chunk {span} \
+             times or more; --cache-size {}MiB or more avoids that",
+            view.array().meta.meta_key,
+            layout.order,
+            mib(working_set),
+            cache.budget() >> 20,
+            mib(super::cache_size_keeping(working_set)),
         );
     }
     Ok(Content::Flat(view))
