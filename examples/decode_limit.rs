@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use zarrfs::array::Array;
 use zarrfs::hierarchy::{Hierarchy, Node};
-use zarrfs::store::{FolderStore, MemoryStore, Store};
+use zarrfs::read::array::Array;
+use zarrfs::store::{FolderStore, MemoryStore, Store, StoreExt};
 
 fn grid_indexes(grid: &[u64]) -> Vec<Vec<u64>> {
     let mut out = vec![vec![]];

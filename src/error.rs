@@ -27,6 +27,10 @@ pub enum Error {
     /// A request that does not make sense for this node (e.g. reading a group).
     #[error("{0}")]
     Invalid(String),
+    /// A failure inside zarrfs (a broken invariant, an encoder that failed): the reader
+    /// sees EIO, like any other failed read.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// No such extended attribute.
     #[error("no such attribute")]
     NoAttribute,

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::metadata::{draft, parse_json, v2, v3, ArrayMetadata, GroupMetadata, NodeMetadata};
-use crate::store::Store;
+use crate::store::{Store, StoreExt};
 
 /// What a node is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -502,17 +502,25 @@ mod tests {
     struct Counting(MemoryStore, std::sync::atomic::AtomicUsize);
 
     impl Store for Counting {
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        fn read(
+            &self,
+            key: &str,
+            r: Option<crate::store::ByteRange>,
+        ) -> Result<Option<crate::store::Value>> {
             self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.0.get(key)
-        }
-        fn get_range(&self, key: &str, r: crate::store::ByteRange) -> Result<Option<Vec<u8>>> {
-            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.0.get_range(key, r)
+            self.0.read(key, r)
         }
         fn list_dir(&self, prefix: &str) -> Result<crate::store::Listing> {
             self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.0.list_dir(prefix)
+        }
+        fn head(&self, key: &str) -> Result<Option<crate::store::Head>> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.head(key)
+        }
+        fn will_need(&self, _key: &str) {}
+        fn caps(&self) -> crate::store::Caps {
+            self.0.caps()
         }
     }
 

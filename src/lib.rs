@@ -1,26 +1,20 @@
 //! zarrfs: read Zarr hierarchies (v2, v3 and the 2020 v3 draft) and serve every array as
 //! a flat file of its elements, through a FUSE mount or the `cat` / `inspect` commands.
+//!
+//! The modules are layers, each using only those below it: `cli` → `daemon` → `fs` →
+//! `read` → `hierarchy` → `codec` → `metadata` → `store`, with `error`, `limits` and
+//! `pool` beneath them all.
 
-pub mod array;
-pub mod cache;
+pub mod cli;
 pub mod codec;
-pub mod demo;
+pub mod daemon;
 pub mod error;
 pub mod fs;
-pub mod fuse;
 pub mod hierarchy;
-pub mod inspect;
-pub mod io_mode;
-pub mod materialize;
-pub mod memory;
+pub mod limits;
 pub mod metadata;
-pub mod mount;
-pub mod mount_failure;
 pub mod pool;
-pub mod prefetch;
-pub mod region;
-pub mod shard_spans;
+pub mod read;
 pub mod store;
-pub mod view;
 
 pub use error::{Error, Result};

@@ -21,8 +21,18 @@ pub struct Pool {
 
 /// Run `job`, catching a panic and logging it with `what`.
 pub fn guarded(what: &str, job: impl FnOnce()) {
-    if let Err(panic) = catch_unwind(AssertUnwindSafe(job)) {
-        log::error!("{what}: internal error: {}", panic_message(&panic));
+    caught(what, job);
+}
+
+/// What `job` returns, or `None` when it panicked: the panic is caught and logged in one
+/// line with `what`, and whatever the job held is dropped.
+pub fn caught<T>(what: &str, job: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(job)) {
+        Ok(value) => Some(value),
+        Err(panic) => {
+            log::error!("{what}: internal error: {}", panic_message(&panic));
+            None
+        }
     }
 }
 

@@ -277,7 +277,7 @@ fn stat_of_a_text_array_of_billions_of_missing_chunks_fails_at_once() {
     store.insert("big/.zarray", zarray.to_string().into_bytes());
     let h = Hierarchy::open(Arc::new(store)).expect("open");
     let options = FsOptions {
-        layout: zarrfs::view::Layout::default(),
+        layout: zarrfs::read::view::Layout::default(),
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
         views: Default::default(),

@@ -6,11 +6,11 @@ mod common;
 use std::sync::Arc;
 
 use common::{HashWriter, Manifest, LAYOUTS};
-use zarrfs::array::Array;
-use zarrfs::cache::ChunkCache;
 use zarrfs::hierarchy::{Hierarchy, Node};
+use zarrfs::read::array::Array;
+use zarrfs::read::cache::ChunkCache;
+use zarrfs::read::view::{write_var_lines, Layout, Order, View};
 use zarrfs::store::FolderStore;
-use zarrfs::view::{write_var_lines, Layout, Order, View};
 
 /// Fixture arrays written with codecs zarrfs does not implement (see the README): each
 /// must fail alone with an "unsupported" error.

@@ -14,14 +14,14 @@ use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
-use zarrfs::array::Array;
-use zarrfs::cache::ChunkCache;
 use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::metadata::dtype::Field;
 use zarrfs::metadata::{ArrayMetadata, ChunkKeyEncoding, CodecSpec, DataType, FillValue, Format};
-use zarrfs::prefetch::Prefetcher;
+use zarrfs::read::array::Array;
+use zarrfs::read::cache::ChunkCache;
+use zarrfs::read::prefetch::Prefetcher;
+use zarrfs::read::view::{Layout, Now, Order, View};
 use zarrfs::store::MemoryStore;
-use zarrfs::view::{Layout, Now, Order, View};
 
 /// The data types under test, with their byte-swap units as this test knows them:
 /// `(offset, length)` of every multi-byte scalar inside one element.

@@ -6,7 +6,8 @@
 //! panic, and a decoded chunk has exactly the chunk's number of elements.
 
 use serde_json::Value;
-use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain, MAX_BUFFER};
+use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
+use zarrfs::limits::MAX_BUFFER;
 use zarrfs::metadata::{dtype, fill, parse_json, CodecSpec};
 use zarrfs_fuzz::{CappedAlloc, RECORD};
 

@@ -10,13 +10,13 @@
 
 use std::sync::Arc;
 
-use zarrfs::array::Array;
-use zarrfs::cache::ChunkCache;
+use zarrfs::read::array::Array;
+use zarrfs::read::cache::ChunkCache;
 use zarrfs::fs::{FileKind, FsOptions, ZarrFs, ROOT};
 use zarrfs::hierarchy::{Hierarchy, Node};
-use zarrfs::inspect;
+use zarrfs::cli::inspect;
 use zarrfs::store::Store;
-use zarrfs::view::{Layout, Order, View};
+use zarrfs::read::view::{Layout, Order, View};
 use zarrfs_fuzz::{first_indices, store_from, CappedAlloc};
 
 #[global_allocator]

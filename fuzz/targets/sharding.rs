@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use zarrfs::array::Array;
+use zarrfs::read::array::Array;
 use zarrfs::codec::{ChunkRepr, CodecChain};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::{MemoryStore, Store};

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use arbitrary::Arbitrary;
 use serde_json::{json, Value};
-use zarrfs::array::Array;
-use zarrfs::cache::ChunkCache;
+use zarrfs::read::array::Array;
+use zarrfs::read::cache::ChunkCache;
 use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::{MemoryStore, Store};
-use zarrfs::view::{Layout, Now, Order, View};
+use zarrfs::read::view::{Layout, Now, Order, View};
 use zarrfs_fuzz::{first_indices, CappedAlloc};
 
 #[global_allocator]

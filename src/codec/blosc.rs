@@ -166,7 +166,7 @@ impl BytesToBytes for Blosc {
             )
         };
         if n <= 0 {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Internal(format!(
                 "blosc: compression with {:?} failed ({n})",
                 self.cname
             )));

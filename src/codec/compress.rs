@@ -158,7 +158,7 @@ impl BytesToBytes for Compressor {
 
     fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
         let level = self.level;
-        let io = |e: std::io::Error| Error::Invalid(format!("compress: {e}"));
+        let io = |e: std::io::Error| Error::Internal(format!("compress: {e}"));
         Ok(match self.kind {
             Kind::Gzip => {
                 let c = flate2::Compression::new(level.clamp(0, 9) as u32);

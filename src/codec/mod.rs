@@ -9,6 +9,7 @@ mod checksum;
 mod compress;
 mod filters;
 mod num;
+pub mod region;
 pub mod sharding;
 mod transpose;
 mod vlen;
@@ -16,12 +17,7 @@ mod vlen;
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::{CodecSpec, DataType, FillValue};
 
-/// Upper bound on any decoded chunk or intermediate buffer of unknown size (4 GiB).
-pub const MAX_BUFFER: usize = 4 << 30;
-
-/// Upper bound on the elements of a decoded variable-length chunk (each costs a few
-/// dozen bytes of bookkeeping besides its value).
-pub const MAX_VAR_ELEMENTS: usize = 1 << 24;
+use crate::limits::{MAX_BUFFER, MAX_VAR_ELEMENTS};
 
 /// What an array looks like at one point of the chain: shape, element type and fill.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,12 +41,12 @@ impl ChunkRepr {
         let size = self
             .dtype
             .size()
-            .ok_or_else(|| Error::Invalid("variable-length chunk has no fixed size".into()))?;
+            .ok_or_else(|| Error::Internal("variable-length chunk has no fixed size".into()))?;
         self.num_elements()
             .checked_mul(size as u64)
             .filter(|n| *n <= MAX_BUFFER as u64)
             .map(|n| n as usize)
-            .ok_or_else(|| Error::Invalid(format!("chunk of shape {:?} is too large", self.shape)))
+            .ok_or_else(|| Error::Internal(format!("chunk of shape {:?} is too large", self.shape)))
     }
 
     /// A chunk of fill value as [`ChunkData::Fill`] (one element, nothing materialized)
@@ -70,7 +66,7 @@ impl ChunkRepr {
                 let n = self.fixed_len()?;
                 let mut out = Vec::new();
                 out.try_reserve_exact(n).map_err(|_| {
-                    Error::Invalid(format!(
+                    Error::Internal(format!(
                         "chunk of shape {:?}: out of memory for {n} bytes",
                         self.shape
                     ))
@@ -89,14 +85,14 @@ impl ChunkRepr {
                     .ok()
                     .filter(|n| *n <= MAX_VAR_ELEMENTS)
                     .ok_or_else(|| {
-                        Error::Invalid(format!(
+                        Error::Internal(format!(
                             "variable-length chunk of shape {:?}: more than {MAX_VAR_ELEMENTS} elements",
                             self.shape
                         ))
                     })?;
                 let mut out = Vec::new();
                 out.try_reserve_exact(n).map_err(|_| {
-                    Error::Invalid(format!(
+                    Error::Internal(format!(
                         "variable-length chunk of shape {:?}: out of memory",
                         self.shape
                     ))

@@ -6,9 +6,9 @@
 use serde_json::{json, Value};
 
 use super::{ArrayToBytes, ChunkData, ChunkRepr, CodecChain};
+use crate::codec::region::Region;
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::{CodecSpec, DataType, FillValue};
-use crate::region::Region;
 
 /// Offset and length of an inner chunk that was never written.
 pub const EMPTY: u64 = u64::MAX;
@@ -208,7 +208,7 @@ impl ArrayToBytes for Sharding {
             match (&data, &mut inner) {
                 (ChunkData::Fixed(s), ChunkData::Fixed(d)) => region.copy(s, d),
                 (ChunkData::Var(s), ChunkData::Var(d)) => Region { item: 1, ..region }.copy(s, d),
-                _ => return Err(Error::Invalid("shard data of the wrong kind".into())),
+                _ => return Err(Error::Internal("shard data of the wrong kind".into())),
             }
             if inner == fill {
                 index.extend_from_slice(&EMPTY.to_le_bytes());

@@ -64,7 +64,7 @@ impl Vlen {
             other => return Err(Error::unsupported("", format!("codec {other:?}"))),
         };
         let elements = usize::try_from(repr.num_elements())
-            .map_err(|_| Error::Invalid("chunk too large".into()))?;
+            .map_err(|_| Error::Internal("chunk too large".into()))?;
         Ok(Vlen {
             layout,
             elements,
@@ -203,7 +203,7 @@ impl ArrayToBytes for Vlen {
 
     fn encode(&self, data: ChunkData) -> Result<Vec<u8>> {
         let ChunkData::Var(items) = data else {
-            return Err(Error::Invalid(
+            return Err(Error::Internal(
                 "vlen codec needs variable-length elements".into(),
             ));
         };

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::array::Array;
-use crate::cache::ChunkCache;
+use super::describe::describe_array;
 use crate::hierarchy::{Hierarchy, Node};
-use crate::inspect::describe_array;
 use crate::metadata::ArrayMetadata;
-use crate::prefetch::Prefetcher;
-use crate::view::{write_var_lines, Layout, Now, Order, UnitSlice, View};
+use crate::read::array::Array;
+use crate::read::cache::ChunkCache;
+use crate::read::prefetch::Prefetcher;
+use crate::read::view::{write_var_lines, Layout, Now, Order, UnitSlice, View};
 use crate::{Error, Result};
 
 /// The largest text a variable-length array's file may be: it is held whole in memory.

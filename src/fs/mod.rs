@@ -3,6 +3,7 @@
 //! into replies and errnos, so this core is tested without a mount.
 
 mod content;
+pub mod describe;
 mod inode;
 #[cfg(test)]
 mod tests;
@@ -14,10 +15,11 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::cache::ChunkCache;
 use crate::hierarchy::{Hierarchy, NodeKind};
-use crate::prefetch::Prefetcher;
-use crate::view::{Layout, Now, UnitSlice};
+use crate::read::cache::ChunkCache;
+use crate::read::prefetch::Prefetcher;
+use crate::read::view::Layout;
+pub use crate::read::view::{Now, UnitSlice};
 use crate::{Error, Result};
 use content::Content;
 pub use inode::ROOT;
@@ -358,7 +360,7 @@ impl ZarrFs {
     /// The content of a file other than an array's raw file.
     fn load(&self, node: &Node) -> Result<Content> {
         Ok(match node {
-            Node::Array(path) => return Err(Error::Invalid(format!("/{path}: raw file"))),
+            Node::Array(path) => return Err(Error::Internal(format!("/{path}: raw file"))),
             Node::View(path, kind) => {
                 let header = self.view_header(path, *kind)?.map_err(|why| {
                     Error::unsupported(format!("/{path}"), format!("{} view: {why}", kind.label()))
@@ -429,14 +431,14 @@ impl ZarrFs {
     }
 
     /// A read answered straight from a cached unit, when the file is an array view and
-    /// the range lies contiguously in one unit (see [`crate::view::View::read_in_place`]).
+    /// the range lies contiguously in one unit (see [`crate::read::view::View::read_in_place`]).
     pub fn read_in_place(&self, ino: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
         let entry = self.entry(ino)?;
         self.content(&entry)?.read_in_place(offset, size)
     }
 
     /// A read answered from what is in memory alone, with no store I/O and no decode
-    /// (see [`crate::view::View::read_now`]); [`Now::Later`] also when the file's content
+    /// (see [`crate::read::view::View::read_now`]); [`Now::Later`] also when the file's content
     /// is not loaded yet.
     pub fn read_now(&self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<Now> {
         let entry = self.entry(ino)?;

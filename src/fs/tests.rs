@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::hierarchy::Hierarchy;
+use crate::read::view::Order;
 use crate::store::FolderStore;
-use crate::view::Order;
 
 fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
     let dir = std::env::temp_dir().join(format!(
@@ -14,7 +14,7 @@ fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
         std::thread::current().id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
-    crate::demo::write(&dir).unwrap();
+    crate::cli::demo::write(&dir).unwrap();
     let fs = fs_over(&dir, order, big_endian);
     (dir, fs)
 }
@@ -137,7 +137,7 @@ fn reads_inside_one_unit_are_served_in_place() {
             "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
             "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
         });
-        crate::demo::v3_array(&dir, name, doc, &data).unwrap();
+        crate::cli::demo::v3_array(&dir, name, doc, &data).unwrap();
     }
     for (order, contiguous) in [(Order::C, "rows"), (Order::F, "cols")] {
         for big_endian in [false, true] {
@@ -202,7 +202,7 @@ fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
         serde_json::json!([6, 5]),
         serde_json::json!([4, 4]),
     );
-    crate::demo::v3_array(&dir, "good", small, &data).unwrap();
+    crate::cli::demo::v3_array(&dir, "good", small, &data).unwrap();
     let write = |name: &str, text: &str| {
         std::fs::create_dir_all(dir.join(name)).unwrap();
         std::fs::write(dir.join(name).join("zarr.json"), text).unwrap();
@@ -466,21 +466,24 @@ struct Hinted {
 }
 
 impl crate::store::Store for Hinted {
-    fn get(&self, key: &str) -> crate::error::Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn get_range(
+    fn read(
         &self,
         key: &str,
-        range: crate::store::ByteRange,
-    ) -> crate::error::Result<Option<Vec<u8>>> {
-        self.inner.get_range(key, range)
+        range: Option<crate::store::ByteRange>,
+    ) -> crate::error::Result<Option<crate::store::Value>> {
+        self.inner.read(key, range)
     }
     fn list_dir(&self, prefix: &str) -> crate::error::Result<crate::store::Listing> {
         self.inner.list_dir(prefix)
     }
+    fn head(&self, key: &str) -> crate::error::Result<Option<crate::store::Head>> {
+        self.inner.head(key)
+    }
     fn will_need(&self, key: &str) {
         self.hints.lock().push(key.to_string());
+    }
+    fn caps(&self) -> crate::store::Caps {
+        self.inner.caps()
     }
 }
 

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::content::file_json;
 use crate::hierarchy::{Hierarchy, Node};
-use crate::view::Layout;
+use crate::read::view::Layout;
 use crate::Result;
 
 fn list(values: &[u64]) -> String {

@@ -5,11 +5,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
-/// The largest element zarrfs accepts, in bytes (4 MiB: a structured element with a
-/// 1024 x 1024 float32 sub-array). Every size a parser reads is checked against it with
-/// overflow-checked arithmetic before anything is built from it, so that the sizes of
-/// accepted types (and the arithmetic on them) stay small.
-pub const MAX_ITEM: usize = 4 << 20;
+use crate::limits::MAX_ITEM;
 
 /// `n` bytes as an element size, or an error naming `at` when it passes [`MAX_ITEM`].
 fn item_size(n: Option<u64>, what: &str, at: &str) -> Result<usize> {

@@ -14,6 +14,7 @@ pub use dtype::{DataType, Field, SwapUnits, TimeUnit};
 pub use fill::FillValue;
 
 use crate::error::{Error, Result};
+use crate::limits::MAX_RANK;
 
 /// Which layout a node was stored in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,9 +120,6 @@ impl ChunkKeyEncoding {
     }
 }
 
-/// The most dimensions an array may have (numpy's limit).
-pub const MAX_RANK: usize = 64;
-
 /// Everything needed to read one array, whatever layout it came from.
 #[derive(Debug, Clone)]
 pub struct ArrayMetadata {
@@ -199,7 +197,7 @@ impl ArrayMetadata {
         // written reads as fill value at no cost, one written fails alone if too large to
         // decode (see `Array`).
         match product(&self.chunk_shape) {
-            Some(bytes) if !self.dtype.is_var() || bytes <= crate::codec::MAX_BUFFER as u64 => {
+            Some(bytes) if !self.dtype.is_var() || bytes <= crate::limits::MAX_BUFFER as u64 => {
                 Ok(())
             }
             _ => Err(Error::metadata(

@@ -1,7 +1,8 @@
 //! An optional disk cache of fetched values, in front of a remote store and shared by
 //! every mount of it: entries live under `DIR/<hash of the store URL>/` and are named by a
 //! hash of the key, the range and the object's version (its ETag), so a changed object is
-//! never served stale. Writes go to a temporary file renamed into place (a crash leaves no
+//! never served stale. An entry is filed under the version that came with its bytes (the
+//! GET's own ETag), never under the one a HEAD gave before the GET. Writes go to a temporary file renamed into place (a crash leaves no
 //! half entry); a hit refreshes the entry's time; past the size budget the oldest entries
 //! go (LRU by modification time, across all stores in DIR).
 
@@ -16,7 +17,7 @@ use std::time::SystemTime;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-use super::{ByteRange, Listing, Store, Version};
+use super::{ByteRange, Caps, Head, Listing, Store, Value, Version};
 use crate::error::{Error, Result};
 
 /// Versions remembered per process at most (the set starts over when full): a value read
@@ -33,7 +34,7 @@ pub struct DiskCache {
     budget: u64,
     /// Bytes in the whole cache folder, as last counted plus what this process added.
     used: AtomicU64,
-    known: Mutex<HashMap<String, Version>>,
+    known: Mutex<HashMap<String, Option<Head>>>,
     evicting: Mutex<()>,
 }
 
@@ -73,7 +74,7 @@ impl DiskCache {
     /// Cache `inner` in `root` (created), with at most `budget` bytes in the folder.
     /// `None` when the store has no URL to share entries by (a local store needs none).
     pub fn new(inner: Arc<dyn Store>, root: &Path, budget: u64) -> Result<Option<DiskCache>> {
-        let Some(location) = inner.location() else {
+        let Some(location) = inner.caps().location else {
             return Ok(None);
         };
         let dir = root.join(hex(&Sha256::digest(location.as_bytes())[..16]));
@@ -90,11 +91,13 @@ impl DiskCache {
         }))
     }
 
-    fn version(&self, key: &str) -> Result<Version> {
+    /// The object's size and version as this process first asked of it (the store is
+    /// treated as unchanged while read).
+    fn head(&self, key: &str) -> Result<Option<Head>> {
         if let Some(v) = self.known.lock().get(key) {
             return Ok(v.clone());
         }
-        let v = self.inner.version(key)?;
+        let v = self.inner.head(key)?;
         let mut known = self.known.lock();
         if known.len() >= MAX_KNOWN {
             known.clear();
@@ -165,55 +168,58 @@ impl DiskCache {
         self.used.store(used, Ordering::Relaxed);
     }
 
-    fn cached(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Vec<u8>>> {
-        let fetch = || match range {
-            None => self.inner.get(key),
-            Some(r) => self.inner.get_range(key, r),
-        };
-        let tag = match self.version(key)? {
-            Version::Missing => return Ok(None),
-            Version::Unknown => return fetch(),
-            Version::Tag(tag) => tag,
+    fn cached(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
+        let tag = match self.head(key)? {
+            None => return Ok(None),
+            Some(Head {
+                version: Version::Tag(tag),
+                ..
+            }) => tag,
+            Some(_) => return self.inner.read(key, range),
         };
         let path = self.entry_path(key, range, &tag);
         if let Some(bytes) = Self::hit(&path) {
-            return Ok(Some(bytes));
+            return Ok(Some(Value {
+                bytes,
+                version: Version::Tag(tag),
+            }));
         }
-        let got = fetch()?;
-        if let Some(bytes) = &got {
-            self.keep(&path, bytes);
+        let got = self.inner.read(key, range)?;
+        if let Some(Value {
+            bytes,
+            version: Version::Tag(fetched),
+        }) = &got
+        {
+            // Filed under the version the bytes came with: when the object changed since
+            // the HEAD, they are not the bytes of `tag`.
+            if *fetched != tag {
+                log::debug!("{key}: changed while read ({tag} before, {fetched} now)");
+            }
+            self.keep(&self.entry_path(key, range, fetched), bytes);
         }
         Ok(got)
     }
 }
 
 impl Store for DiskCache {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        self.cached(key, None)
-    }
-
-    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
-        self.cached(key, Some(range))
+    fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
+        self.cached(key, range)
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
         self.inner.list_dir(prefix)
     }
 
-    fn concurrency(&self) -> usize {
-        self.inner.concurrency()
+    fn head(&self, key: &str) -> Result<Option<Head>> {
+        DiskCache::head(self, key)
     }
 
-    fn request_bytes(&self) -> u64 {
-        self.inner.request_bytes()
+    fn will_need(&self, key: &str) {
+        self.inner.will_need(key)
     }
 
-    fn version(&self, key: &str) -> Result<Version> {
-        DiskCache::version(self, key)
-    }
-
-    fn location(&self) -> Option<String> {
-        self.inner.location()
+    fn caps(&self) -> Caps {
+        self.inner.caps()
     }
 }
 
@@ -223,34 +229,87 @@ mod tests {
     use crate::store::MemoryStore;
     use std::sync::atomic::AtomicUsize;
 
-    /// A memory store with a URL, versions that the test sets, and a count of fetches.
+    use crate::store::StoreExt;
+
+    /// A memory store with a URL, versions that the test sets (the one a HEAD answers and
+    /// the one a GET answers, which differ while the object changes between the two),
+    /// and a count of fetches.
     struct Versioned {
-        inner: MemoryStore,
+        inner: Mutex<MemoryStore>,
         tag: Mutex<String>,
+        get_tag: Mutex<Option<String>>,
         fetches: AtomicUsize,
     }
 
-    impl Store for Versioned {
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-            self.fetches.fetch_add(1, Ordering::Relaxed);
-            self.inner.get(key)
+    impl Versioned {
+        fn new(inner: MemoryStore) -> Versioned {
+            Versioned {
+                inner: Mutex::new(inner),
+                tag: Mutex::new("v1".into()),
+                get_tag: Mutex::new(None),
+                fetches: AtomicUsize::new(0),
+            }
         }
-        fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+    }
+
+    impl Store for Versioned {
+        fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
             self.fetches.fetch_add(1, Ordering::Relaxed);
-            self.inner.get_range(key, range)
+            let tag = self.get_tag.lock().clone();
+            let tag = tag.unwrap_or_else(|| self.tag.lock().clone());
+            Ok(self.inner.lock().read(key, range)?.map(|v| Value {
+                bytes: v.bytes,
+                version: Version::Tag(tag),
+            }))
         }
         fn list_dir(&self, prefix: &str) -> Result<Listing> {
-            self.inner.list_dir(prefix)
+            self.inner.lock().list_dir(prefix)
         }
-        fn version(&self, key: &str) -> Result<Version> {
-            Ok(match self.inner.get(key)? {
-                None => Version::Missing,
-                Some(_) => Version::Tag(self.tag.lock().clone()),
-            })
+        fn head(&self, key: &str) -> Result<Option<Head>> {
+            Ok(self.inner.lock().head(key)?.map(|h| Head {
+                size: h.size,
+                version: Version::Tag(self.tag.lock().clone()),
+            }))
         }
-        fn location(&self) -> Option<String> {
-            Some("mem://test".into())
+        fn will_need(&self, _key: &str) {}
+        fn caps(&self) -> Caps {
+            Caps {
+                location: Some("mem://test".into()),
+                ..Caps::local()
+            }
         }
+    }
+
+    #[test]
+    fn files_bytes_under_the_version_they_came_with() {
+        let root = std::env::temp_dir().join(format!("zarrfs-diskcache-v-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let mut mem = MemoryStore::new();
+        mem.insert("c/0", vec![1u8; 100]);
+        let store = Arc::new(Versioned::new(mem));
+        let fetches = || store.fetches.load(Ordering::Relaxed);
+        let open = || {
+            DiskCache::new(store.clone(), &root, 1 << 20)
+                .unwrap()
+                .unwrap()
+        };
+        // The object changes between the HEAD (v1) and the GET (v2, new bytes).
+        store.inner.lock().insert("c/0", vec![2u8; 100]);
+        *store.get_tag.lock() = Some("v2".into());
+        assert_eq!(open().get("c/0").unwrap().unwrap(), vec![2u8; 100]);
+        assert_eq!(fetches(), 1);
+        // A mount that sees v1 (the old object, as the first HEAD did) is never served
+        // the new bytes from the cache: it fetches.
+        *store.get_tag.lock() = None;
+        store.inner.lock().insert("c/0", vec![1u8; 100]);
+        assert_eq!(open().get("c/0").unwrap().unwrap(), vec![1u8; 100]);
+        assert_eq!(fetches(), 2);
+        // A mount that sees v2 finds the new bytes on disk, with no fetch.
+        store.inner.lock().insert("c/0", vec![9u8; 100]);
+        *store.tag.lock() = "v2".into();
+        assert_eq!(open().get("c/0").unwrap().unwrap(), vec![2u8; 100]);
+        assert_eq!(fetches(), 2);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
@@ -260,11 +319,7 @@ mod tests {
         let mut mem = MemoryStore::new();
         mem.insert("a/c/0", vec![7u8; 1000]);
         mem.insert("a/c/1", vec![8u8; 1000]);
-        let store = Arc::new(Versioned {
-            inner: mem,
-            tag: Mutex::new("v1".into()),
-            fetches: AtomicUsize::new(0),
-        });
+        let store = Arc::new(Versioned::new(mem));
         let fetches = || store.fetches.load(Ordering::Relaxed);
         let open = || {
             DiskCache::new(store.clone(), &root, 1 << 20)

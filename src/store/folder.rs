@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::{read_value, ByteRange, Listing, Store};
+use super::{read_value, ByteRange, Caps, Head, Listing, Store, Value, Version};
 use crate::error::{Error, Result};
 
 /// A read-only store over a directory tree.
@@ -112,17 +112,55 @@ fn is_missing(e: &io::Error) -> bool {
     )
 }
 
+/// A local file's version: its modification time and size, from the descriptor it is
+/// read through.
+pub(super) fn file_version(meta: &std::fs::Metadata) -> Version {
+    use std::os::unix::fs::MetadataExt;
+    Version::Tag(format!(
+        "mtime:{}.{:09}:size:{}",
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.len()
+    ))
+}
+
 impl Store for FolderStore {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+    fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
+        let Some(mut f) = self.open_file(key)? else {
+            return Ok(None);
+        };
+        let meta = f.metadata().map_err(|e| io_err(key, e))?;
+        let version = file_version(&meta);
+        let bytes = match range {
+            None => {
+                let size = meta.len();
+                // Ask for the whole file at once: one large read from a cold disk, not a
+                // readahead window that starts small.
+                // SAFETY: advice on a descriptor we own; failure only loses the hint.
+                unsafe {
+                    libc::posix_fadvise(f.as_raw_fd(), 0, size as i64, libc::POSIX_FADV_WILLNEED)
+                };
+                read_value(key, f, size)?
+            }
+            Some(range) => {
+                let (offset, len) = range.clip(meta.len());
+                f.seek(SeekFrom::Start(offset))
+                    .map_err(|e| io_err(key, e))?;
+                read_value(key, f, len)?
+            }
+        };
+        Ok(Some(Value { bytes, version }))
+    }
+
+    fn head(&self, key: &str) -> Result<Option<Head>> {
         let Some(f) = self.open_file(key)? else {
             return Ok(None);
         };
-        let size = f.metadata().map_err(|e| io_err(key, e))?.len();
-        // Ask for the whole file at once: one large read from a cold disk, not a
-        // readahead window that starts small.
-        // SAFETY: advice on a descriptor we own; failure only loses the hint.
-        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, size as i64, libc::POSIX_FADV_WILLNEED) };
-        Ok(Some(read_value(key, f, size)?))
+        let meta = f.metadata().map_err(|e| io_err(key, e))?;
+        Ok(Some(Head {
+            size: meta.len(),
+            version: file_version(&meta),
+        }))
     }
 
     fn will_need(&self, key: &str) {
@@ -132,15 +170,8 @@ impl Store for FolderStore {
         }
     }
 
-    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
-        let Some(mut f) = self.open_file(key)? else {
-            return Ok(None);
-        };
-        let size = f.metadata().map_err(|e| io_err(key, e))?.len();
-        let (offset, len) = range.clip(size);
-        f.seek(SeekFrom::Start(offset))
-            .map_err(|e| io_err(key, e))?;
-        Ok(Some(read_value(key, f, len)?))
+    fn caps(&self) -> Caps {
+        Caps::local()
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
@@ -195,6 +226,7 @@ impl Store for FolderStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StoreExt;
     use std::os::unix::ffi::OsStringExt;
 
     fn tmp_store() -> (PathBuf, FolderStore) {

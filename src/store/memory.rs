@@ -4,13 +4,15 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use super::{ByteRange, Listing, Store};
+use super::{ByteRange, Caps, Head, Listing, Store, Value, Version};
 use crate::error::Result;
 
-/// A read-only store over an in-memory map (filled before it is shared).
+/// A read-only store over an in-memory map (filled before it is shared). Each value's
+/// version is the number of the `insert` that set it.
 #[derive(Debug, Default, Clone)]
 pub struct MemoryStore {
-    values: BTreeMap<String, Vec<u8>>,
+    values: BTreeMap<String, (Vec<u8>, u64)>,
+    inserts: u64,
 }
 
 impl MemoryStore {
@@ -20,21 +22,38 @@ impl MemoryStore {
 
     /// Set `key` to `value`.
     pub fn insert(&mut self, key: impl Into<String>, value: impl Into<Vec<u8>>) {
-        self.values.insert(key.into(), value.into());
+        self.inserts += 1;
+        self.values.insert(key.into(), (value.into(), self.inserts));
     }
 }
 
-impl Store for MemoryStore {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        Ok(self.values.get(key).cloned())
-    }
+fn version(generation: u64) -> Version {
+    Version::Tag(format!("insert:{generation}"))
+}
 
-    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
-        let Some(value) = self.values.get(key) else {
+impl Store for MemoryStore {
+    fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
+        let Some((value, generation)) = self.values.get(key) else {
             return Ok(None);
         };
-        let (start, len) = range.clip(value.len() as u64);
-        Ok(Some(value[start as usize..(start + len) as usize].to_vec()))
+        let (start, len) = range.map_or((0, value.len() as u64), |r| r.clip(value.len() as u64));
+        Ok(Some(Value {
+            bytes: value[start as usize..(start + len) as usize].to_vec(),
+            version: version(*generation),
+        }))
+    }
+
+    fn head(&self, key: &str) -> Result<Option<Head>> {
+        Ok(self.values.get(key).map(|(value, generation)| Head {
+            size: value.len() as u64,
+            version: version(*generation),
+        }))
+    }
+
+    fn will_need(&self, _key: &str) {}
+
+    fn caps(&self) -> Caps {
+        Caps::local()
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
@@ -75,6 +94,7 @@ impl Store for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StoreExt;
 
     #[test]
     fn gets_ranges_and_lists_like_a_folder() {

@@ -15,7 +15,7 @@ mod remote;
 mod runtime;
 mod zip;
 
-pub use blob::{Blob, FileBlob};
+pub use blob::{Blob, FileBlob, StoreBlob};
 pub use disk_cache::DiskCache;
 pub use folder::FolderStore;
 pub use memory::MemoryStore;
@@ -29,10 +29,7 @@ use std::io::Read;
 
 use crate::error::{Error, Result};
 
-/// The largest value (or range of one) a store hands out: the largest chunk zarrfs decodes
-/// (4 GiB) and then some for the codecs' overhead. Larger values are refused before anything
-/// is allocated for them.
-pub const MAX_VALUE: u64 = (4 << 30) + (64 << 20);
+pub use crate::limits::MAX_VALUE;
 
 /// A zeroed buffer of `len` bytes for the value at `key`, or an error (never an abort) when
 /// `len` passes [`MAX_VALUE`] or memory cannot be had.
@@ -105,49 +102,90 @@ pub struct Listing {
     pub prefixes: Vec<String>,
 }
 
-/// A read-only Zarr store. Keys use `/` separators and never start with `/`.
-pub trait Store: Send + Sync {
-    /// The whole value, or `None` when the key does not exist.
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
-    /// Part of a value, or `None` when the key does not exist. Ranges past the end are clipped.
-    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>>;
-    /// The names directly below `prefix` ("" for the root): keys and sub-prefixes, sorted.
-    fn list_dir(&self, prefix: &str) -> Result<Listing>;
-    /// How many requests are worth having in flight at once (readers and prefetch are
-    /// sized by it): a disk wants about one per core, a remote store many.
-    fn concurrency(&self) -> usize {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    }
-    /// Bytes worth fetching in one request: neighbouring inner chunks of a shard are read
-    /// together up to this size. 0 (a local store): each is read alone.
-    fn request_bytes(&self) -> u64 {
-        0
-    }
-    /// What identifies the content at `key` now (a remote object's ETag), for caches
-    /// that outlive a mount; [`Version::Unknown`] when the store cannot tell.
-    fn version(&self, _key: &str) -> Result<Version> {
-        Ok(Version::Unknown)
-    }
-    /// A hint that the value at `key` will be read soon: a local store starts reading it
-    /// from disk in the background, so that the read finds it in memory. Errors are
-    /// ignored (the read reports them).
-    fn will_need(&self, _key: &str) {}
-    /// The store's URL, for caches shared by mounts of the same store.
-    fn location(&self) -> Option<String> {
-        None
-    }
+/// Bytes read from a store, with the version of the object they were read from: the two
+/// come from one request, so a cache filing the bytes files them under their own version,
+/// never under one asked for before or after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Value {
+    pub bytes: Vec<u8>,
+    pub version: Version,
 }
 
-/// What [`Store::version`] knows about a key.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What identifies the content of an object: a tag that changes whenever it does (a remote
+/// object's ETag, a local file's modification time and size, an archive's own version), or
+/// nothing when the store cannot tell.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Version {
-    /// No value at the key.
-    Missing,
     /// A tag that changes whenever the value does.
     Tag(String),
     /// The store cannot tell.
     Unknown,
 }
+
+/// What a store knows of an object without reading it: its size and version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub size: u64,
+    pub version: Version,
+}
+
+/// How a store wants to be read, reported by every store and passed on by every store
+/// built on another (so that a namespace on a remote source is tuned like the source).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caps {
+    /// How many requests are worth having in flight at once (readers and prefetch are
+    /// sized by it): a disk wants about one per core, a remote store many.
+    pub concurrency: usize,
+    /// Bytes worth fetching in one request: neighbouring inner chunks of a shard are read
+    /// together up to this size. 0 (a local store): each is read alone.
+    pub request_bytes: u64,
+    /// The store's URL, for caches shared by mounts of the same store (none: local).
+    pub location: Option<String>,
+}
+
+impl Caps {
+    /// A local store: one request per core, each value read alone, no shared caches.
+    pub fn local() -> Caps {
+        Caps {
+            concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            request_bytes: 0,
+            location: None,
+        }
+    }
+}
+
+/// A read-only Zarr store. Keys use `/` separators and never start with `/`. Every method
+/// is required: a store built on another store says for each what it passes on.
+pub trait Store: Send + Sync {
+    /// The whole value (`range` `None`) or part of it, with the version of the object it
+    /// was read from; `None` when the key does not exist. Ranges past the end are clipped.
+    fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>>;
+    /// The names directly below `prefix` ("" for the root): keys and sub-prefixes, sorted.
+    fn list_dir(&self, prefix: &str) -> Result<Listing>;
+    /// The size and version of the value at `key` now (a HEAD request, a `stat`), `None`
+    /// when the key does not exist.
+    fn head(&self, key: &str) -> Result<Option<Head>>;
+    /// A hint that the value at `key` will be read soon: a local store starts reading it
+    /// from disk in the background, so that the read finds it in memory. Errors are
+    /// ignored (the read reports them).
+    fn will_need(&self, key: &str);
+    /// How the store wants to be read.
+    fn caps(&self) -> Caps;
+}
+
+/// Shorthands over [`Store`] for callers that want the bytes alone.
+pub trait StoreExt: Store {
+    /// The whole value, or `None` when the key does not exist.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.read(key, None)?.map(|v| v.bytes))
+    }
+    /// Part of a value, or `None` when the key does not exist.
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        Ok(self.read(key, Some(range))?.map(|v| v.bytes))
+    }
+}
+
+impl<T: Store + ?Sized> StoreExt for T {}
 
 #[cfg(test)]
 mod tests {

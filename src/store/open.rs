@@ -5,7 +5,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::blob::{Blob, FileBlob};
-use super::disk_cache::DiskCache;
 use super::options::StoreConfig;
 use super::zip::ZipStore;
 use super::{FolderStore, Store};
@@ -24,20 +23,9 @@ fn is_zip_name(name: &str) -> bool {
         .ends_with(".zip")
 }
 
-/// Open the store named by `spec`, behind the disk cache when one is configured (and the
-/// store is remote).
+/// Open the store named by `spec`. A remote source sits behind the disk cache when one is
+/// configured, and a namespace on it (a zip archive) reads through that cache.
 pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
-    let store = open_uncached(spec, cfg)?;
-    match &cfg.disk_cache {
-        Some((dir, budget)) => Ok(match DiskCache::new(store.clone(), dir, *budget)? {
-            Some(cache) => Arc::new(cache),
-            None => store,
-        }),
-        None => Ok(store),
-    }
-}
-
-fn open_uncached(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
     if let Some(scheme) = url_scheme(spec) {
         return remote::open(spec, &scheme, cfg);
     }
@@ -57,9 +45,10 @@ mod remote {
     use url::Url;
 
     use super::super::backends::SCHEMES;
-    use super::super::blob::Blob;
+    use super::super::blob::{Blob, StoreBlob};
+    use super::super::disk_cache::DiskCache;
     use super::super::options::StoreConfig;
-    use super::super::remote::{RemoteBlob, RemoteStore};
+    use super::super::remote::RemoteStore;
     use super::super::zip::ZipStore;
     use super::super::Store;
     use super::is_zip_name;
@@ -76,7 +65,7 @@ mod remote {
         let mut url =
             Url::parse(spec).map_err(|e| Error::Invalid(format!("{scheme}:// URL: {e}")))?;
         if !(cfg.zip || is_zip_name(url.path())) {
-            return Ok(Arc::new(RemoteStore::connect(&url, cfg)?));
+            return cached(Arc::new(RemoteStore::connect(&url, cfg)?), cfg);
         }
         // The archive is one object: its folder is the store, its name the key.
         let path = url.path().trim_end_matches('/').to_string();
@@ -84,9 +73,22 @@ mod remote {
         let name = super::percent_decode(name);
         url.set_path(&format!("{folder}/"));
         url.set_query(None);
-        let store = Arc::new(RemoteStore::connect(&url, cfg)?);
-        let blob: Box<dyn Blob> = Box::new(RemoteBlob::open(store, &name)?);
+        let store = RemoteStore::connect(&url, cfg)?;
+        let label = store.key_url(&name);
+        let source = cached(Arc::new(store), cfg)?;
+        let blob: Box<dyn Blob> = Box::new(StoreBlob::open(source, &name, label)?);
         Ok(Arc::new(ZipStore::open(blob)?))
+    }
+
+    /// `source` behind the disk cache when one is configured.
+    fn cached(source: Arc<dyn Store>, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+        match &cfg.disk_cache {
+            Some((dir, budget)) => Ok(match DiskCache::new(source.clone(), dir, *budget)? {
+                Some(cache) => Arc::new(cache),
+                None => source,
+            }),
+            None => Ok(source),
+        }
     }
 }
 

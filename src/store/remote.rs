@@ -10,10 +10,9 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use tokio::sync::Semaphore;
 use url::Url;
 
-use super::blob::Blob;
 use super::options::{Secrets, StoreConfig};
 use super::runtime::block_on;
-use super::{ByteRange, Listing, Store, Version, MAX_VALUE};
+use super::{ByteRange, Caps, Head, Listing, Store, Value, Version, MAX_VALUE};
 use crate::error::{Error, Result};
 
 /// Bytes worth one request: a round trip costs about as much time as this many bytes.
@@ -87,8 +86,9 @@ impl RemoteStore {
         failure(&self.key_url(key), self.secrets.scrub(&e.to_string()))
     }
 
-    /// GET `key` (or a range of it): `None` when it does not exist.
-    fn fetch(&self, key: &str, range: Option<GetRange>) -> Result<Option<Vec<u8>>> {
+    /// GET `key` (or a range of it) with the version the response names: `None` when it
+    /// does not exist.
+    fn fetch(&self, key: &str, range: Option<GetRange>) -> Result<Option<Value>> {
         let path = self.path(key);
         block_on(async {
             let _permit = self.permit(key).await?;
@@ -108,18 +108,22 @@ impl RemoteStore {
                     format!("value of {len} bytes is larger than any chunk can be"),
                 ));
             }
+            let version = version_of(&got.meta);
             let bytes = got.bytes().await.map_err(|e| self.error(key, e))?;
-            Ok(Some(Vec::from(bytes)))
+            Ok(Some(Value {
+                bytes: Vec::from(bytes),
+                version,
+            }))
         })?
     }
 
     /// The size of `key`, `None` when it does not exist.
     pub fn size(&self, key: &str) -> Result<Option<u64>> {
-        Ok(self.head(key)?.map(|meta| meta.size))
+        Ok(self.head_meta(key)?.map(|meta| meta.size))
     }
 
     /// The object's metadata (HEAD), `None` when it does not exist.
-    fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
+    fn head_meta(&self, key: &str) -> Result<Option<ObjectMeta>> {
         let path = self.path(key);
         block_on(async {
             let _permit = self.permit(key).await?;
@@ -136,15 +140,30 @@ impl RemoteStore {
     }
 }
 
-impl Store for RemoteStore {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        self.fetch(key, None)
-    }
+/// The version an object's metadata names: its ETag, or without one its size and
+/// modification time.
+fn version_of(meta: &ObjectMeta) -> Version {
+    Version::Tag(match &meta.e_tag {
+        Some(tag) => format!("etag:{tag}"),
+        None => format!(
+            "size:{}:{}",
+            meta.size,
+            meta.last_modified.timestamp_nanos_opt().unwrap_or(0)
+        ),
+    })
+}
 
-    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+impl Store for RemoteStore {
+    fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
+        let Some(range) = range else {
+            return self.fetch(key, None);
+        };
         match range {
             ByteRange::Suffix(0) | ByteRange::Span { len: 0, .. } => {
-                return Ok(self.size(key)?.map(|_| Vec::new()))
+                return Ok(self.head(key)?.map(|head| Value {
+                    bytes: Vec::new(),
+                    version: head.version,
+                }))
             }
             _ => {}
         }
@@ -158,9 +177,12 @@ impl Store for RemoteStore {
             Ok(got) => Ok(got),
             // A range wholly past the end is refused by servers (416): clip it as a
             // local file would, to nothing.
-            Err(e) => match (range, self.size(key)) {
-                (ByteRange::Span { offset, .. }, Ok(Some(size))) if offset >= size => {
-                    Ok(Some(Vec::new()))
+            Err(e) => match (range, self.head(key)) {
+                (ByteRange::Span { offset, .. }, Ok(Some(head))) if offset >= head.size => {
+                    Ok(Some(Value {
+                        bytes: Vec::new(),
+                        version: head.version,
+                    }))
                 }
                 _ => Err(e),
             },
@@ -205,74 +227,20 @@ impl Store for RemoteStore {
         Ok(listing)
     }
 
-    fn concurrency(&self) -> usize {
-        self.max_requests
+    fn head(&self, key: &str) -> Result<Option<Head>> {
+        Ok(self.head_meta(key)?.map(|meta| Head {
+            size: meta.size,
+            version: version_of(&meta),
+        }))
     }
 
-    fn request_bytes(&self) -> u64 {
-        REQUEST_BYTES
-    }
+    fn will_need(&self, _key: &str) {}
 
-    fn version(&self, key: &str) -> Result<Version> {
-        Ok(match self.head(key)? {
-            None => Version::Missing,
-            // Without an ETag, size and modification time stand for the content.
-            Some(meta) => Version::Tag(match meta.e_tag {
-                Some(tag) => format!("etag:{tag}"),
-                None => format!(
-                    "size:{}:{}",
-                    meta.size,
-                    meta.last_modified.timestamp_nanos_opt().unwrap_or(0)
-                ),
-            }),
-        })
-    }
-
-    fn location(&self) -> Option<String> {
-        Some(self.url.clone())
-    }
-}
-
-/// An object of a remote store, read by ranges (a zip archive on a server).
-pub struct RemoteBlob {
-    store: Arc<RemoteStore>,
-    key: String,
-    size: u64,
-    name: String,
-}
-
-impl RemoteBlob {
-    /// The object `key` of `store`; fails when it does not exist.
-    pub fn open(store: Arc<RemoteStore>, key: &str) -> Result<RemoteBlob> {
-        let name = store.key_url(key);
-        let size = store
-            .size(key)?
-            .ok_or_else(|| Error::NotFound(name.clone()))?;
-        Ok(RemoteBlob {
-            store,
-            key: key.to_string(),
-            size,
-            name,
-        })
-    }
-}
-
-impl Blob for RemoteBlob {
-    fn size(&self) -> u64 {
-        self.size
-    }
-
-    fn read(&self, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let (offset, len) = ByteRange::Span { offset, len }.clip(self.size);
-        if len == 0 {
-            return Ok(Vec::new());
+    fn caps(&self) -> Caps {
+        Caps {
+            concurrency: self.max_requests,
+            request_bytes: REQUEST_BYTES,
+            location: Some(self.url.clone()),
         }
-        self.store
-            .get_range(&self.key, ByteRange::Span { offset, len })?
-            .ok_or_else(|| Error::NotFound(self.name.clone()))
-    }
-
-    fn name(&self) -> &str {
-        &self.name
     }
 }

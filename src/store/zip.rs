@@ -11,7 +11,7 @@ use rc_zip::fsm::{ArchiveFsm, EntryFsm, FsmResult};
 use rc_zip::parse::{Entry, EntryKind, Method};
 
 use super::blob::Blob;
-use super::{value_buffer, ByteRange, Listing, Store, MAX_VALUE};
+use super::{value_buffer, ByteRange, Caps, Head, Listing, Store, Value, MAX_VALUE};
 use crate::error::{Error, Result};
 
 /// Bytes read at a time while parsing (the end record and central directory).
@@ -80,7 +80,7 @@ impl ZipStore {
                     } else {
                         offset
                     };
-                    block = (start, blob.read(start, READ_BLOCK)?);
+                    block = (start, blob.read(start, READ_BLOCK)?.bytes);
                 }
                 let from = (offset - block.0) as usize;
                 let available = block.1.get(from..).unwrap_or(&[]);
@@ -147,7 +147,7 @@ impl ZipStore {
         if let Some(&at) = self.data_offsets.lock().get(key) {
             return Ok(at);
         }
-        let header = self.blob.read(entry.header_offset, LOCAL_HEADER)?;
+        let header = self.blob.read(entry.header_offset, LOCAL_HEADER)?.bytes;
         let at = parse_local_header(&header)
             .and_then(|extra| entry.header_offset.checked_add(LOCAL_HEADER + extra))
             .ok_or_else(|| self.entry_error(key, "bad local header"))?;
@@ -159,8 +159,9 @@ impl ZipStore {
         Error::corrupt(format!("{}!{key}", self.blob.name()), why.to_string())
     }
 
-    /// The whole entry, decompressed and checked against its CRC and size.
-    fn read_entry(&self, key: &str, entry: &Entry) -> Result<Vec<u8>> {
+    /// The whole entry, decompressed and checked against its CRC and size, with the
+    /// archive's version.
+    fn read_entry(&self, key: &str, entry: &Entry) -> Result<Value> {
         if entry.uncompressed_size > MAX_VALUE {
             return Err(self.entry_error(key, "entry larger than any chunk can be"));
         }
@@ -175,6 +176,7 @@ impl ZipStore {
         let mut used = 0usize;
         let mut written = 0usize;
         let mut at_end = false;
+        let mut version = self.blob.version();
         for _ in 0..MAX_STEPS {
             if fsm.wants_read() {
                 if used == input.len() && !at_end {
@@ -183,7 +185,8 @@ impl ZipStore {
                     } else {
                         1 << 16
                     };
-                    input = self.blob.read(next, want)?;
+                    let got = self.blob.read(next, want)?;
+                    (input, version) = (got.bytes, got.version);
                     used = 0;
                     next += input.len() as u64;
                     at_end = input.is_empty();
@@ -204,7 +207,10 @@ impl ZipStore {
                     if written as u64 != entry.uncompressed_size {
                         return Err(self.entry_error(key, "entry shorter than its size"));
                     }
-                    return Ok(out);
+                    return Ok(Value {
+                        bytes: out,
+                        version,
+                    });
                 }
             };
         }
@@ -262,31 +268,45 @@ fn root_folder(files: &[Entry]) -> String {
 }
 
 impl Store for ZipStore {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        match self.entry(key)? {
-            None => Ok(None),
-            Some(entry) => self.read_entry(key, entry).map(Some),
-        }
-    }
-
-    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+    fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
         let Some(entry) = self.entry(key)? else {
             return Ok(None);
+        };
+        let Some(range) = range else {
+            return self.read_entry(key, entry).map(Some);
         };
         let (offset, len) = range.clip(entry.uncompressed_size);
         if entry.method == Method::Store {
             // Stored data is read in place: a shard's inner chunk costs one request.
             let start = self.data_offset(key, entry)?;
-            let bytes = self.blob.read(start.saturating_add(offset), len)?;
-            if bytes.len() as u64 != len {
+            let got = self.blob.read(start.saturating_add(offset), len)?;
+            if got.bytes.len() as u64 != len {
                 return Err(self.entry_error(key, "entry data past the end of the archive"));
             }
-            return Ok(Some(bytes));
+            return Ok(Some(got));
         }
         let mut whole = self.read_entry(key, entry)?;
-        whole.truncate((offset + len) as usize);
-        whole.drain(..offset as usize);
+        whole.bytes.truncate((offset + len) as usize);
+        whole.bytes.drain(..offset as usize);
         Ok(Some(whole))
+    }
+
+    fn head(&self, key: &str) -> Result<Option<Head>> {
+        Ok(self.entry(key)?.map(|entry| Head {
+            size: entry.uncompressed_size,
+            version: self.blob.version(),
+        }))
+    }
+
+    fn will_need(&self, _key: &str) {}
+
+    /// The container's concurrency and request size; no location of its own: a disk
+    /// cache wraps the store the archive lives in, not the archive.
+    fn caps(&self) -> Caps {
+        Caps {
+            location: None,
+            ..self.blob.caps()
+        }
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {

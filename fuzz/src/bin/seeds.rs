@@ -23,7 +23,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::metadata::{CodecSpec, Format};
-use zarrfs::store::{FolderStore, Store};
+use zarrfs::store::{FolderStore, Store, StoreExt};
 use zarrfs_fuzz::{pack, KEY_END, RECORD};
 
 /// Chunks larger than this are left out of seeds (small seeds fuzz faster).
@@ -132,7 +132,7 @@ fn seed_store(root: &Path, name: &str, out: &mut Out) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
     let h = Hierarchy::open(store.clone()).map_err(|e| e.to_string())?;
-    let nodes = zarrfs::inspect::tree(&h, "").map_err(|e| e.to_string())?;
+    let nodes = zarrfs::cli::inspect::tree(&h, "").map_err(|e| e.to_string())?;
     for node in nodes {
         if node.get("kind").and_then(Value::as_str) != Some("array") {
             continue;

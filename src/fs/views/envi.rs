@@ -4,7 +4,7 @@
 use super::scalar::Scalar;
 use super::{file_shape, non_empty, Absent};
 use crate::metadata::ArrayMetadata;
-use crate::view::Layout;
+use crate::read::view::Layout;
 
 /// ENVI's `data type` code of each element type it has.
 fn code(scalar: Scalar) -> Option<u8> {

@@ -17,7 +17,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::metadata::ArrayMetadata;
-use crate::view::Layout;
+use crate::read::view::Layout;
 
 /// Image planes (TIFF pages, VRT bands) a header may describe at most: the header is held
 /// in memory, about 250 bytes a plane.
@@ -205,7 +205,7 @@ pub fn header(
 /// in F order.
 fn file_shape(meta: &ArrayMetadata, layout: Layout) -> Vec<u64> {
     let mut shape = meta.shape.clone();
-    if layout.order == crate::view::Order::F {
+    if layout.order == crate::read::view::Order::F {
         shape.reverse();
     }
     shape

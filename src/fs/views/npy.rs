@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::Absent;
 use crate::metadata::{ArrayMetadata, DataType, Field};
-use crate::view::{Layout, Order};
+use crate::read::view::{Layout, Order};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 /// numpy aligns the data start to this.

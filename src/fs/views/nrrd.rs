@@ -5,7 +5,7 @@
 use super::scalar::Scalar;
 use super::{file_shape, non_empty, Absent};
 use crate::metadata::ArrayMetadata;
-use crate::view::Layout;
+use crate::read::view::Layout;
 
 /// NRRD's most dimensions (`NRRD_DIM_MAX`).
 const MAX_DIMS: usize = 16;

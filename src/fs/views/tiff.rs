@@ -6,7 +6,7 @@
 use super::scalar::Scalar;
 use super::{non_empty, Absent, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
-use crate::view::{Layout, Order};
+use crate::read::view::{Layout, Order};
 
 /// The data starts on a page boundary of the file, so reads of the data part line up
 /// with the raw file's pages.

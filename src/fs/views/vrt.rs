@@ -7,7 +7,7 @@ use std::fmt::Write;
 use super::scalar::Scalar;
 use super::{non_empty, Absent, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
-use crate::view::{Layout, Order};
+use crate::read::view::{Layout, Order};
 
 /// GDAL 3.6's raster data type of each element type it has.
 fn data_type(scalar: Scalar) -> Option<&'static str> {

@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use fuser::{Config, MountOption, SessionACL};
 
+use crate::daemon::fuse::FuseAdapter;
+use crate::daemon::io_mode::IoMode;
 use crate::fs::{FsOptions, ZarrFs};
-use crate::fuse::FuseAdapter;
 use crate::hierarchy::Hierarchy;
-use crate::io_mode::IoMode;
-use crate::prefetch::PREFETCH_PER_CORE;
+use crate::read::prefetch::PREFETCH_PER_CORE;
 use crate::store::StoreConfig;
 use crate::{Error, Result};
 
@@ -169,16 +169,18 @@ pub fn default_materialize() -> u64 {
     // SAFETY: geteuid only reads the process's user id.
     let root = unsafe { libc::geteuid() } == 0;
     if root {
-        (crate::memory::physical() / 4).min(4 << 30)
+        (crate::daemon::memory::physical() / 4).min(4 << 30)
     } else {
         0
     }
 }
 
-/// `--cache-size`: bytes with a unit, or `auto` (see [`crate::memory::default_cache`]).
+/// `--cache-size`: bytes with a unit, or `auto` (see [`crate::daemon::memory::default_cache`]).
 pub fn parse_cache_size(s: &str) -> std::result::Result<usize, String> {
     if s.trim() == "auto" {
-        return Ok(crate::memory::default_cache(crate::memory::physical()));
+        return Ok(crate::daemon::memory::default_cache(
+            crate::daemon::memory::physical(),
+        ));
     }
     parse_size(s)
 }
@@ -228,8 +230,8 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
         )));
     }
     // No check that opens /dev/fuse here: a normal user mounts through fusermount3. A
-    // failed mount says why (crate::mount_failure).
-    if let Some(message) = crate::mount_failure::check_allow_other(&cfg.options) {
+    // failed mount says why (crate::daemon::mount_failure).
+    if let Some(message) = crate::daemon::mount_failure::check_allow_other(&cfg.options) {
         return Err(Error::Invalid(message));
     }
     Ok((abs, hierarchy))
@@ -242,11 +244,11 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         return spawn_daemon(&mountpoint);
     }
     block_signals();
-    crate::memory::tune_allocator();
+    crate::daemon::memory::tune_allocator();
     let name = crate::store::short_name(&cfg.store);
     let threads = cfg
         .threads
-        .unwrap_or_else(|| hierarchy.store().concurrency())
+        .unwrap_or_else(|| hierarchy.store().caps().concurrency)
         .max(1);
     if cfg.fs.prefetch_threads == 0 {
         cfg.fs.prefetch_threads = threads * PREFETCH_PER_CORE;
@@ -276,7 +278,7 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     });
     let config = session_config(&cfg.store, &cfg.options, request_loops());
     let mut session = fuser::Session::new(adapter, &mountpoint, &config)
-        .map_err(|e| Error::Invalid(crate::mount_failure::explain(&mountpoint, &e)))?;
+        .map_err(|e| Error::Invalid(crate::daemon::mount_failure::explain(&mountpoint, &e)))?;
     match session.as_fd().try_clone_to_owned() {
         Ok(fd) => {
             let _ = device.set(fd);
@@ -467,7 +469,7 @@ mod tests {
 
     #[test]
     fn the_cache_size_is_a_size_or_auto() {
-        let auto = crate::memory::default_cache(crate::memory::physical());
+        let auto = crate::daemon::memory::default_cache(crate::daemon::memory::physical());
         assert_eq!(parse_cache_size("auto"), Ok(auto));
         assert!((256 << 20..=4 << 30).contains(&auto));
         assert_eq!(parse_cache_size("64MiB"), Ok(64 << 20));

@@ -9,12 +9,13 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::fault::Faults;
+use crate::daemon::io_mode::{IoMode, IoPolicy, OpenIo};
+use crate::daemon::materialize::{Materializer, Opened, PASSTHROUGH_FH};
 use crate::error::Error;
+use crate::fs::Now;
 use crate::fs::{Attr, FileKind, ZarrFs};
-use crate::io_mode::{IoMode, IoPolicy, OpenIo};
-use crate::materialize::{Materializer, Opened, PASSTHROUGH_FH};
-use crate::pool::{FairPool, Pool};
-use crate::view::Now;
+use crate::pool::{caught, FairPool, Pool};
 use fuser::{
     BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
@@ -28,7 +29,7 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 /// Threads answering lookups, attributes, listings and xattrs.
 const META_THREADS: usize = 2;
 
-/// Whether a file is served by the kernel from a backing file (see [`crate::materialize`]).
+/// Whether a file is served by the kernel from a backing file (see [`crate::daemon::materialize`]).
 const MATERIALIZED_XATTR: &str = "user.zarrfs.materialized";
 
 /// Requests the kernel keeps in flight (background reads, readahead) before it throttles.
@@ -50,6 +51,7 @@ pub struct FuseAdapter {
     reads: Arc<FairPool>,
     meta: Pool,
     owner: Owner,
+    faults: Faults,
     /// Called once when the session ends, before fuser tears the mount down.
     on_end: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
@@ -131,6 +133,7 @@ impl FuseAdapter {
                 gid: unsafe { libc::getgid() },
                 mounted_at: SystemTime::now(),
             },
+            faults: Faults::from_env(),
             on_end: None,
         }
     }
@@ -291,28 +294,34 @@ impl Filesystem for FuseAdapter {
         // A read whose units are all decoded is answered here, on the thread that took it
         // from the kernel: a bounded copy (or none), with no store I/O and no decode, so
         // it holds up other requests only briefly and skips the hand-off to a worker.
-        let now = READ_BUFFER.with_borrow_mut(|buf| {
-            buf.resize(buf.len().max(size as usize), 0);
-            let buf = &mut buf[..size as usize];
-            match fs.read_now(ino, offset, buf) {
-                Ok(Now::InPlace(slice)) => {
-                    served(&fs, slice.bytes().len());
-                    reply.data(slice.bytes());
-                    None
+        // Inside the same panic guard as the pools: a bug fails this read alone (the
+        // reply, dropped unanswered, sends EIO) and the request loop goes on.
+        let faults = self.faults;
+        let now = caught("read", || {
+            READ_BUFFER.with_borrow_mut(|buf| {
+                faults.inline_read(offset);
+                buf.resize(buf.len().max(size as usize), 0);
+                let buf = &mut buf[..size as usize];
+                match fs.read_now(ino, offset, buf) {
+                    Ok(Now::InPlace(slice)) => {
+                        served(&fs, slice.bytes().len());
+                        reply.data(slice.bytes());
+                        None
+                    }
+                    Ok(Now::Copied(n)) => {
+                        served(&fs, n);
+                        reply.data(&buf[..n]);
+                        None
+                    }
+                    Ok(Now::Later) => Some(reply),
+                    Err(e) => {
+                        reply.error(errno("read", &e));
+                        None
+                    }
                 }
-                Ok(Now::Copied(n)) => {
-                    served(&fs, n);
-                    reply.data(&buf[..n]);
-                    None
-                }
-                Ok(Now::Later) => Some(reply),
-                Err(e) => {
-                    reply.error(errno("read", &e));
-                    None
-                }
-            }
+            })
         });
-        let Some(reply) = now else {
+        let Some(Some(reply)) = now else {
             return;
         };
         self.reads.run(ino, move || {

@@ -13,7 +13,7 @@ use crate::codec::sharding::EMPTY;
 use crate::codec::{ChunkData, ChunkRepr, CodecChain};
 use crate::error::{Error, Result};
 use crate::metadata::ArrayMetadata;
-use crate::shard_spans::ShardSpans;
+use crate::read::shard_spans::ShardSpans;
 use crate::store::{ByteRange, Store};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -109,10 +109,7 @@ impl Array {
     }
 
     fn fetch(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Vec<u8>>> {
-        let got = match range {
-            None => self.store.get(key)?,
-            Some(r) => self.store.get_range(key, r)?,
-        };
+        let got = self.store.read(key, range)?.map(|v| v.bytes);
         if let Some(b) = &got {
             self.fetched.fetch_add(b.len() as u64, Ordering::Relaxed);
         }
@@ -163,7 +160,7 @@ impl Array {
                         format!(
                             "a chunk of shape {:?}: larger than {} GiB decoded",
                             self.unit_shape,
-                            crate::codec::MAX_BUFFER >> 30
+                            crate::limits::MAX_BUFFER >> 30
                         ),
                     )),
                 }
@@ -193,7 +190,7 @@ impl Array {
                         .filter(|b| b.len() as u64 == len)
                         .ok_or_else(|| Error::corrupt(&key, "inner chunk lies outside the shard"))
                 };
-                let request = self.store.request_bytes();
+                let request = self.store.caps().request_bytes;
                 let coalesced = match request {
                     0 => None,
                     _ => self.spans.read(&key, &index, inner, request, span)?,

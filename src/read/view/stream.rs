@@ -7,9 +7,9 @@ use std::io::{IoSlice, Write};
 use std::sync::Arc;
 
 use super::{file_axes, for_each_run, View};
-use crate::cache::ChunkKey;
 use crate::codec::ChunkData;
 use crate::error::{output_error, Error, Result};
+use crate::read::cache::ChunkKey;
 
 /// Runs shorter than this are assembled: per piece, a vectored write costs more than
 /// copying it.
@@ -113,7 +113,7 @@ impl View {
             |run| {
                 let at = table
                     .find(run.unit)
-                    .ok_or_else(|| Error::Invalid("a unit the write needs was not held".into()))?;
+                    .ok_or_else(|| Error::Internal("a unit the write needs was not held".into()))?;
                 let (start, bytes) = (run.offset * item, run.len as usize * item);
                 served[at] += bytes;
                 match pieces.last_mut() {

@@ -6,7 +6,7 @@
 //!   concurrent cold streams through the page cache spend most of their time in the
 //!   kernel copying into page-cache pages that are read much later;
 //! - a lone file that will be materialized once read through (see
-//!   [`crate::materialize`]): direct, since re-reads will come from that copy;
+//!   [`crate::daemon::materialize`]): direct, since re-reads will come from that copy;
 //! - any other lone file: the page cache, so that re-reads run at memory speed.
 
 use std::collections::{HashMap, HashSet};

@@ -143,13 +143,13 @@ mod tests {
             .chain(args.iter().copied())
             .map(OsString::from)
             .collect();
-        normalize(argv, &crate::Cli::command())
+        normalize(argv, &crate::cli::Cli::command())
             .map(|v| v.into_iter().map(|a| a.into_string().unwrap()).collect())
     }
 
-    fn parse(args: &[&str]) -> crate::Cli {
+    fn parse(args: &[&str]) -> crate::cli::Cli {
         let argv = norm(args).unwrap();
-        crate::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        crate::cli::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
     #[test]
@@ -220,7 +220,7 @@ mod tests {
             "rw,order=F,cache_size=64MiB,max_requests=4,log_file=/tmp/a:b.log,log_level=info",
         ]);
         match cli.command {
-            crate::Command::Mount {
+            crate::cli::Command::Mount {
                 order,
                 cache_size,
                 store_args,
@@ -228,7 +228,7 @@ mod tests {
                 options,
                 ..
             } => {
-                assert!(matches!(order, crate::OrderArg::F));
+                assert!(matches!(order, crate::cli::OrderArg::F));
                 assert_eq!(cache_size, 64 << 20);
                 assert_eq!(store_args.max_requests, 4);
                 assert_eq!(log.log_file.as_deref(), Some("/tmp/a:b.log".as_ref()));
@@ -300,7 +300,7 @@ mod tests {
         ]);
         assert!(matches!(
             cli.command,
-            crate::Command::Mount {
+            crate::cli::Command::Mount {
                 threads: Some(3),
                 ..
             }

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use crate::codec::region::Region;
 use crate::codec::{ChunkData, ChunkRepr, CodecChain};
 use crate::metadata::{v2, v3, ArrayMetadata, NodeMetadata};
-use crate::region::Region;
 use crate::{Error, Result};
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use base64::Engine;
 use parking_lot::Mutex;
 
-use crate::array::Array;
-use crate::cache::{ChunkCache, ChunkKey};
+use crate::codec::region::Region;
 use crate::codec::{reverse_axes, swap_elements, ChunkData};
 use crate::error::{output_error, Error, Result};
 use crate::metadata::{DataType, SwapUnits};
-use crate::prefetch::Prefetcher;
-use crate::region::Region;
+use crate::read::array::Array;
+use crate::read::cache::{ChunkCache, ChunkKey};
+use crate::read::prefetch::Prefetcher;
 
 mod stream;
 
@@ -366,7 +366,7 @@ pub struct View {
 impl View {
     pub fn new(array: Arc<Array>, cache: Arc<ChunkCache>, layout: Layout) -> Result<View> {
         let item = array.meta.dtype.size().ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::Internal(format!(
                 "{}: variable-length array has no flat view",
                 array.meta.meta_key
             ))
@@ -578,7 +578,7 @@ impl View {
             held.iter()
                 .find(|(k, _)| k == key)
                 .map(|(_, chunk)| chunk.clone())
-                .ok_or_else(|| Error::Invalid("a unit the read needs was not held".into()))
+                .ok_or_else(|| Error::Internal("a unit the read needs was not held".into()))
         })?;
         Ok(Now::Copied(len as usize))
     }

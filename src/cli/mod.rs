@@ -1,0 +1,542 @@
+//! The zarrfs command line: argument parsing, logging, and calls into the library
+//! (the binary's `main` is [`main`]).
+
+mod args;
+pub mod demo;
+mod docs;
+pub mod inspect;
+mod progress;
+
+use std::io::{BufWriter, Write};
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+
+use crate::daemon::io_mode::IoMode;
+use crate::daemon::logging;
+use crate::daemon::mount::MountConfig;
+use crate::error::output_error;
+use crate::fs::views::{self, ViewKind, ViewSet};
+use crate::fs::FsOptions;
+use crate::hierarchy::Hierarchy;
+use crate::read::array::Array;
+use crate::read::cache::ChunkCache;
+use crate::read::prefetch::{Prefetcher, PREFETCH_PER_CORE};
+use crate::read::view::{write_var_lines, Layout, Order, View};
+use crate::store::StoreConfig;
+use crate::{Error, Result};
+
+#[derive(Parser)]
+#[command(
+    name = "zarrfs",
+    version,
+    about = "Mount a Zarr hierarchy; every array is a flat file"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OrderArg {
+    #[value(name = "C", alias = "c")]
+    C,
+    #[value(name = "F", alias = "f")]
+    F,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EndianArg {
+    Little,
+    Big,
+}
+
+/// Where the store is and how to reach it (the options of every command taking STORE).
+#[derive(clap::Args, Clone)]
+struct StoreArgs {
+    /// Unsigned requests: public buckets, no credentials.
+    #[arg(long)]
+    anonymous: bool,
+    /// Open STORE as a zip archive whatever its name (names ending in .zip always are).
+    #[arg(long)]
+    zip: bool,
+    /// Seconds allowed for one request to a remote store.
+    #[arg(long, default_value_t = 30.0, value_parser = parse_seconds)]
+    timeout: f64,
+    /// Retries of a failed request to a remote store, with backoff.
+    #[arg(long, default_value_t = 3)]
+    retries: usize,
+    /// Requests to a remote store in flight at most.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    max_requests: u16,
+    /// Keep fetched chunk bytes of a remote store in this folder, shared by every mount
+    /// of the store (entries keyed by URL, key and ETag).
+    #[arg(long, value_name = "DIR")]
+    disk_cache: Option<PathBuf>,
+    /// The disk cache's budget: bytes, or with a unit (20GiB); oldest entries go first.
+    #[arg(long, default_value = "10GiB", value_parser = crate::daemon::mount::parse_size)]
+    disk_cache_size: usize,
+}
+
+/// `--materialize`: a budget, or the default.
+#[derive(Clone, Copy)]
+struct Materialize(Option<u64>);
+
+fn parse_materialize(s: &str) -> std::result::Result<Materialize, String> {
+    match s {
+        "auto" => Ok(Materialize(None)),
+        "off" | "no" => Ok(Materialize(Some(0))),
+        size => crate::daemon::mount::parse_size(size).map(|n| Materialize(Some(n as u64))),
+    }
+}
+
+fn parse_io(s: &str) -> std::result::Result<IoMode, String> {
+    s.parse()
+}
+
+fn parse_views(s: &str) -> std::result::Result<ViewSet, String> {
+    s.parse()
+}
+
+/// What `zarrfs cat --as` writes.
+#[derive(Clone, Copy, ValueEnum)]
+enum CatFormat {
+    Raw,
+    Npy,
+    #[value(alias = "tif")]
+    Tiff,
+}
+
+/// What `zarrfs header --as` prints.
+#[derive(Clone, Copy, ValueEnum)]
+enum HeaderFormat {
+    #[value(alias = "hdr")]
+    Envi,
+    Mhd,
+    #[value(alias = "nhdr")]
+    Nrrd,
+    Vrt,
+}
+
+fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!("{s:?}: seconds, more than 0 and at most a day")),
+    }
+}
+
+impl StoreArgs {
+    /// The store configuration, with `-o key=value` store options.
+    fn config<'a>(&self, options: impl IntoIterator<Item = &'a str>) -> Result<StoreConfig> {
+        let mut cfg = StoreConfig {
+            anonymous: self.anonymous,
+            zip: self.zip,
+            timeout: Duration::from_secs_f64(self.timeout),
+            retries: self.retries,
+            max_requests: self.max_requests as usize,
+            disk_cache: self
+                .disk_cache
+                .clone()
+                .map(|dir| (dir, self.disk_cache_size as u64)),
+            ..StoreConfig::default()
+        };
+        for o in options {
+            cfg.add_option(o)?;
+        }
+        Ok(cfg)
+    }
+}
+
+/// One array of a store and the layout of its flat file: what `cat` and `header` read.
+#[derive(clap::Args)]
+struct ArrayArgs {
+    /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+    store: String,
+    path: String,
+    #[command(flatten)]
+    store_args: StoreArgs,
+    /// Store options (endpoint=..., region=..., allow_http=true, ...).
+    #[arg(short = 'o', value_delimiter = ',')]
+    options: Vec<String>,
+    #[arg(long, value_enum, default_value = "C")]
+    order: OrderArg,
+    #[arg(long, value_enum, default_value = "little")]
+    endian: EndianArg,
+}
+
+impl ArrayArgs {
+    fn hierarchy(&self) -> Result<Hierarchy> {
+        open(&self.store, &self.store_args, &self.options)
+    }
+
+    fn layout(&self) -> Layout {
+        layout_of(self.order, self.endian)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write an array's flat bytes (or JSON lines for variable-length data) to stdout.
+    Cat {
+        #[command(flatten)]
+        array: ArrayArgs,
+        /// Write a complete file of this format: the flat bytes behind its header.
+        #[arg(long = "as", value_enum, default_value = "raw")]
+        format: CatFormat,
+        /// No progress bar (shown on stderr when it is a terminal and stdout is not).
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Print a detached header (ENVI, MetaImage, NRRD, GDAL VRT) for the raw file that
+    /// `zarrfs cat` writes, so image tools open it with no parameters.
+    Header {
+        #[command(flatten)]
+        array: ArrayArgs,
+        #[arg(long = "as", value_enum)]
+        format: HeaderFormat,
+        /// The raw file the header points at (default: the array's name).
+        #[arg(long, value_name = "NAME")]
+        data_file: Option<String>,
+    },
+    /// Mount a store: groups become directories, arrays flat read-only files. Also
+    /// `zarrfs STORE MOUNTPOINT -o OPTIONS` (what mount(8) runs for fuse.zarrfs): every
+    /// flag is an -o option too (cache_size=2GiB), mount(8)/fstab options are ignored.
+    Mount {
+        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+        store: String,
+        mountpoint: PathBuf,
+        #[command(flatten)]
+        store_args: StoreArgs,
+        /// Stay in the foreground (Ctrl-C unmounts).
+        #[arg(short, long)]
+        foreground: bool,
+        #[arg(long, value_enum, default_value = "C")]
+        order: OrderArg,
+        #[arg(long, value_enum, default_value = "little")]
+        endian: EndianArg,
+        /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G), or auto: an
+        /// eighth of the memory, at least 256 MiB and at most 4 GiB.
+        #[arg(long, default_value = "auto", value_parser = crate::daemon::mount::parse_cache_size)]
+        cache_size: usize,
+        /// The files each array shows: a comma list of raw, npy, tiff, envi, mhd, nrrd,
+        /// vrt, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr, NAME.vrt).
+        #[arg(long, default_value = "raw", value_parser = parse_views)]
+        views: ViewSet,
+        /// How reads reach the daemon: through the kernel page cache (cache), straight
+        /// into the reader's buffer with readahead in the daemon (direct), or per open
+        /// (auto: direct when other files of the mount are being read, unless the page
+        /// cache may hold the file).
+        #[arg(long, default_value = "auto", value_parser = parse_io)]
+        io: IoMode,
+        /// Serve arrays read through once (or opened again) from a decoded copy in memory
+        /// by the kernel (FUSE passthrough), within this budget: bytes with a unit, `off`,
+        /// or `auto` (as root on a kernel with passthrough: a quarter of the memory, at
+        /// most 4 GiB).
+        #[arg(long, default_value = "auto", value_parser = parse_materialize)]
+        materialize: Materialize,
+        /// Worker threads for reads (default: the number of cores; for a remote store,
+        /// --max-requests).
+        #[arg(long)]
+        threads: Option<usize>,
+        #[command(flatten)]
+        log: logging::LogArgs,
+        /// FUSE options (allow_other, allow_root, default_permissions, ...), store
+        /// options (endpoint=..., region=..., allow_http=true, ...) and any flag above
+        /// as key=value (order=F, cache_size=2GiB, log_file=PATH).
+        #[arg(short = 'o', value_delimiter = ',')]
+        options: Vec<String>,
+    },
+    /// Unmount a zarrfs mount, including a stale one left by a killed daemon.
+    Umount { mountpoint: PathBuf },
+    /// Write a small demo hierarchy (v3 with zstd and sharding, v2, an implicit group).
+    Demo { dir: PathBuf },
+    /// Print the hierarchy: nodes, kinds, shapes, data types, chunks, codecs, attributes.
+    Inspect {
+        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+        store: String,
+        path: Option<String>,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store_args: StoreArgs,
+        /// Store options (endpoint=..., region=..., allow_http=true, ...).
+        #[arg(short = 'o', value_delimiter = ',')]
+        options: Vec<String>,
+    },
+    /// Print the man page (roff): `zarrfs man > zarrfs.1`.
+    Man,
+    /// Print a shell completion script: `zarrfs completions bash > /etc/bash_completion.d/zarrfs`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The hierarchy of `store`, opened with `args` and the `-o` store `options`.
+fn open(store: &str, args: &StoreArgs, options: &[String]) -> Result<Hierarchy> {
+    let cfg = args.config(options.iter().map(String::as_str))?;
+    Hierarchy::open(crate::store::open(store, &cfg)?)
+}
+
+/// The header of view `kind` for the array `path`, or an error saying why it has none.
+fn view_header(
+    h: &Hierarchy,
+    path: &str,
+    kind: ViewKind,
+    layout: Layout,
+    data_file: Option<String>,
+) -> Result<Vec<u8>> {
+    let meta = h.array(path)?;
+    let name = data_file.unwrap_or_else(|| {
+        let name = path.trim_matches('/').rsplit('/').next().unwrap_or("");
+        if name.is_empty() { "array" } else { name }.to_string()
+    });
+    views::header(kind, &meta, layout, &name).map_err(|why| {
+        Error::unsupported(
+            format!("/{}", path.trim_matches('/')),
+            format!("{} view: {why}", kind.label()),
+        )
+    })
+}
+
+fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat, quiet: bool) -> Result<()> {
+    let Layout { order, big_endian } = layout;
+    let header = match format {
+        CatFormat::Raw => Vec::new(),
+        CatFormat::Npy => view_header(&h, path, ViewKind::Npy, layout, None)?,
+        CatFormat::Tiff => view_header(&h, path, ViewKind::Tiff, layout, None)?,
+    };
+    let meta = h.array(path)?;
+    let array = Arc::new(Array::open(meta, h.store().clone())?);
+    // Room for the layer of read units being streamed and the next two, decoded ahead.
+    let grid = array.unit_grid();
+    let row_units: u64 = match order {
+        Order::C => grid.iter().skip(1).product(),
+        Order::F => grid.iter().rev().skip(1).product(),
+    };
+    let unit = array.unit_bytes().max(1 << 16) as u64;
+    // At most half the machine's memory: a huge layer then costs repeated decodes, not
+    // the process.
+    let half_memory = crate::daemon::memory::physical() / 2;
+    let budget = row_units
+        .saturating_mul(4)
+        .saturating_mul(unit)
+        .min(half_memory)
+        .max(64 << 20);
+    let cache = Arc::new(ChunkCache::new(
+        usize::try_from(budget).unwrap_or(usize::MAX),
+    ));
+    crate::daemon::memory::tune_allocator();
+    // Straight to file descriptor 1: std's stdout is line-buffered and scans for newlines.
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::Invalid(format!("stdout: {e}")))?;
+    let file = BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
+    let total = match array.meta.dtype.size() {
+        Some(item) if !array.meta.dtype.is_var() => array
+            .meta
+            .shape
+            .iter()
+            .try_fold(item as u64, |n, &d| n.checked_mul(d))
+            .and_then(|n| n.checked_add(header.len() as u64)),
+        _ => None,
+    };
+    let mut out = progress::Counting {
+        inner: file,
+        bar: progress::bar(total, quiet),
+    };
+    out.write_all(&header).map_err(output_error)?;
+    if array.meta.dtype.is_var() {
+        write_var_lines(&array, &cache, order, &mut out)?;
+    } else {
+        let threads = h.store().caps().concurrency;
+        let view = View::new(array, cache, Layout { order, big_endian })?
+            .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE));
+        view.write_all(&mut out, 8 << 20)?;
+    }
+    out.flush().map_err(output_error)?;
+    out.finish();
+    Ok(())
+}
+
+fn order_of(order: OrderArg) -> Order {
+    match order {
+        OrderArg::C => Order::C,
+        OrderArg::F => Order::F,
+    }
+}
+
+fn layout_of(order: OrderArg, endian: EndianArg) -> Layout {
+    Layout {
+        order: order_of(order),
+        big_endian: matches!(endian, EndianArg::Big),
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Mount {
+            store,
+            store_args,
+            mountpoint,
+            foreground,
+            order,
+            endian,
+            cache_size,
+            views,
+            io,
+            materialize,
+            threads,
+            log: _,
+            options,
+        } => {
+            let (store_options, fuse_options) = crate::daemon::mount::split_options(&options);
+            let store_cfg = store_args.config(store_options)?;
+            crate::daemon::mount::mount(MountConfig {
+                store,
+                store_cfg,
+                mountpoint,
+                foreground,
+                fs: FsOptions {
+                    layout: Layout {
+                        order: order_of(order),
+                        big_endian: matches!(endian, EndianArg::Big),
+                    },
+                    cache_bytes: cache_size,
+                    prefetch_threads: 0,
+                    views,
+                },
+                threads,
+                io,
+                materialize: materialize.0,
+                options: fuse_options,
+            })
+        }
+        Command::Umount { mountpoint } => crate::daemon::mount::unmount(&mountpoint),
+        Command::Demo { dir } => {
+            crate::cli::demo::write(&dir)?;
+            println!("wrote a demo hierarchy to {}", dir.display());
+            Ok(())
+        }
+        Command::Cat {
+            array,
+            format,
+            quiet,
+        } => cat(
+            array.hierarchy()?,
+            &array.path,
+            array.layout(),
+            format,
+            quiet,
+        ),
+        Command::Header {
+            array,
+            format,
+            data_file,
+        } => {
+            let h = array.hierarchy()?;
+            let kind = match format {
+                HeaderFormat::Envi => ViewKind::Envi,
+                HeaderFormat::Mhd => ViewKind::Mhd,
+                HeaderFormat::Nrrd => ViewKind::Nrrd,
+                HeaderFormat::Vrt => ViewKind::Vrt,
+            };
+            let text = view_header(&h, &array.path, kind, array.layout(), data_file)?;
+            std::io::stdout()
+                .lock()
+                .write_all(&text)
+                .map_err(output_error)
+        }
+        Command::Inspect {
+            store,
+            path,
+            json,
+            store_args,
+            options,
+        } => {
+            let h = open(&store, &store_args, &options)?;
+            let nodes = inspect::tree(&h, path.as_deref().unwrap_or(""))?;
+            let mut out = std::io::stdout().lock();
+            let text = if json {
+                serde_json::to_string_pretty(&nodes).unwrap_or_default()
+            } else {
+                let mut lines = vec![format!("zarr format {}", h.format_label())];
+                lines.extend(nodes.iter().map(inspect::describe));
+                lines.join("\n")
+            };
+            writeln!(out, "{text}").map_err(output_error)
+        }
+        Command::Man => {
+            let page = docs::man_page(Cli::command()).map_err(output_error)?;
+            std::io::stdout().write_all(&page).map_err(output_error)
+        }
+        Command::Completions { shell } => {
+            let script = docs::completions(Cli::command(), shell);
+            std::io::stdout().write_all(&script).map_err(output_error)
+        }
+    }
+}
+
+/// Sets up logging for `cli`: a mount daemon in the background logs to its log file or
+/// syslog, everything else to stderr.
+fn init_logging(cli: &Cli) -> Result<()> {
+    let (log, foreground) = match &cli.command {
+        Command::Mount {
+            log, foreground, ..
+        } => (log.clone(), *foreground),
+        _ => (logging::LogArgs::default(), true),
+    };
+    let sink = match (&log.log_file, foreground, crate::daemon::mount::is_daemon()) {
+        (Some(path), true, _) | (Some(path), false, true) => logging::Sink::File(path),
+        (Some(path), false, false) => {
+            // The starting process logs to the terminal; the file is checked now.
+            logging::open_log(path).map_err(Error::Invalid)?;
+            logging::Sink::Stderr
+        }
+        (None, false, true) => logging::Sink::Syslog,
+        (None, _, _) => logging::Sink::Stderr,
+    };
+    logging::init(sink, log.log_level).map_err(Error::Invalid)
+}
+
+/// The `zarrfs` command: parse the arguments, run the command, exit 0 or 1.
+pub fn main() -> ExitCode {
+    // `zarrfs STORE DIR -o OPTIONS` (mount(8), fstab) into `zarrfs mount ...`.
+    let argv = match args::normalize(std::env::args_os().collect(), &Cli::command()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("zarrfs: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(argv);
+    if let Err(e) = init_logging(&cli) {
+        eprintln!("zarrfs: {e}");
+        return ExitCode::FAILURE;
+    }
+    // A panic (a bug; bad input is an error) is one log line. On a worker the request
+    // fails and the daemon goes on (see crate::pool); here the command exits 1.
+    std::panic::set_hook(Box::new(|info| log::error!("internal error: {info}")));
+    let result = std::panic::catch_unwind(|| run(cli)).unwrap_or_else(|panic| {
+        Err(Error::Invalid(format!(
+            "internal error: {}",
+            crate::pool::panic_message(&panic)
+        )))
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped early (`zarrfs cat ... | head`) is not an error.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("zarrfs: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
