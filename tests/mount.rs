@@ -817,3 +817,85 @@ fn each_open_reads_through_the_page_cache_or_direct_as_the_io_mode_says() {
         Some(other) => panic!("unknown ZARRFS_TEST_IO {other}"),
     }
 }
+
+/// A bug in a read answered on the request loop's own thread (its units all decoded) fails
+/// that read alone with EIO and one log line; the mount, other reads of the same file and
+/// other files keep being served. The panic is injected with `ZARRFS_FAULT`.
+#[test]
+fn a_panic_in_the_inline_read_fails_only_that_read() {
+    let (dir, mountpoint, log) = common::mount::mount_dir("inline-panic");
+    let store = dir.path().join("demo.zarr");
+    let made = Command::new(zarrfs())
+        .arg("demo")
+        .arg(&store)
+        .output()
+        .expect("zarrfs demo");
+    assert!(made.status.success(), "zarrfs demo: {made:?}");
+    // Direct IO (whatever ZARRFS_TEST_IO says): every read reaches the daemon as asked.
+    let mut child = Command::new(zarrfs())
+        .args(["mount", "-f"])
+        .arg(&store)
+        .arg(&mountpoint)
+        .args(["--io", "direct", "--materialize", "off"])
+        .env("RUST_LOG", "warn")
+        .env("ZARRFS_FAULT", "inline-read-panic-at:12288")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("spawn zarrfs mount -f");
+    let _unmount = Unmount(&mountpoint);
+    wait_until("the mount", || mounted(&mountpoint));
+    let path = mountpoint.join("temperature");
+    let file = std::fs::File::open(&path).expect("open temperature");
+    // The first read decodes the chunks the next ones need (rows of one layer of chunks).
+    let first = pread_full(&file, 0, 4096).expect("first read");
+    assert_eq!(first.len(), 4096);
+    // All decoded now: answered inline, where the fault panics. More panics than the
+    // daemon has request loops (one per core): a panic that ended its loop would leave
+    // none to answer what follows, and the reads below would hang.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let (done, results) = std::sync::mpsc::channel();
+    let (reader, store_path, mp) = (
+        file.try_clone().expect("dup"),
+        store.clone(),
+        mountpoint.clone(),
+    );
+    std::thread::spawn(move || {
+        let mut errs = Vec::new();
+        for _ in 0..cores + 2 {
+            errs.push(
+                pread_full(&reader, 12288, 4096)
+                    .map(|_| ())
+                    .map_err(|e| e.raw_os_error()),
+            );
+        }
+        // The same file, another offset, inline too; another file; a listing.
+        let second = pread_full(&reader, 4096, 4096).map_err(|e| e.to_string());
+        let counts = std::fs::read(mp.join("legacy/counts")).map_err(|e| e.to_string());
+        let listed = std::fs::read_dir(&mp)
+            .map(|d| d.count())
+            .map_err(|e| e.to_string());
+        let _ = done.send((errs, second, counts, listed, store_path));
+    });
+    let (errs, second, counts, listed, _) = results
+        .recv_timeout(Duration::from_secs(60))
+        .expect("reads after the injected panics hang: the mount stopped serving");
+    assert!(errs.iter().all(|e| *e == Err(Some(libc::EIO))), "{errs:?}");
+    let whole = cat(&store, "temperature", &[]);
+    assert_eq!(first, whole[..4096]);
+    assert_eq!(second.expect("read after the panics"), whole[4096..8192]);
+    assert_eq!(
+        counts.expect("read counts"),
+        cat(&store, "legacy/counts", &[])
+    );
+    assert!(listed.expect("ls") > 2);
+    drop(file);
+    assert!(umount(&mountpoint).success());
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.contains("internal error") && text.contains("injected fault"),
+        "no log line for the panic: {text}"
+    );
+}

@@ -20,7 +20,7 @@ use zarrfs::metadata::{ArrayMetadata, ChunkKeyEncoding, CodecSpec, DataType, Fil
 use zarrfs::read::array::Array;
 use zarrfs::read::cache::ChunkCache;
 use zarrfs::read::prefetch::Prefetcher;
-use zarrfs::read::view::{Layout, Now, Order, View};
+use zarrfs::read::view::{Cursor, Layout, Now, Order, View};
 use zarrfs::store::MemoryStore;
 
 /// The data types under test, with their byte-swap units as this test knows them:
@@ -369,17 +369,17 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
             &[]
         };
         if in_place {
-            if let Some(slice) = view.read_in_place(offset, len).unwrap() {
+            if let Some(slice) = view.read_in_place(&Cursor::default(), offset, len).unwrap() {
                 prop_assert_eq!(slice.bytes(), want, "read_in_place({}, {})", offset, len);
             }
         }
         let mut buf = vec![0xa5u8; len];
-        let n = view.read_at(offset, &mut buf).unwrap();
+        let n = view.read_at(&Cursor::default(), offset, &mut buf).unwrap();
         prop_assert_eq!(n, want.len(), "read_at({}, {}) length", offset, len);
         prop_assert_eq!(&buf[..n], want, "read_at({}, {})", offset, len);
         // What the cache holds now may answer the same read at once: right, or not at all.
         let mut now = vec![0x5au8; len];
-        match view.read_now(offset, &mut now).unwrap() {
+        match view.read_now(&Cursor::default(), offset, &mut now).unwrap() {
             Now::InPlace(slice) => prop_assert_eq!(slice.bytes(), want, "read_now in place"),
             Now::Copied(n) => prop_assert_eq!(&now[..n], want, "read_now({}, {})", offset, len),
             Now::Later => {}
@@ -388,7 +388,7 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
     // A last whole-file read, after the reads above may have evicted units.
     for (view, expected) in &views {
         let mut buf = vec![0u8; expected.len() + 3];
-        let n = view.read_at(0, &mut buf).unwrap();
+        let n = view.read_at(&Cursor::default(), 0, &mut buf).unwrap();
         prop_assert_eq!(&buf[..n], &expected[..], "whole file");
         // Streamed, written in place from the units and assembled, by a writer that
         // takes a few bytes at a time.
@@ -489,7 +489,7 @@ fn read_in_place_answers_a_read_inside_one_chunk() {
     let (view, expected) = plain_view(vec![4, 6], vec![2, 6], true, 7);
     // Elements 6..12 are the second row, inside chunk (0, 0).
     let slice = view
-        .read_in_place(24, 24)
+        .read_in_place(&Cursor::default(), 24, 24)
         .unwrap()
         .expect("an in-place answer for one row of one chunk");
     assert_eq!(slice.bytes(), &expected[24..48]);
@@ -502,21 +502,27 @@ fn read_in_place_answers_a_read_inside_one_chunk() {
 fn read_now_answers_from_decoded_units_only() {
     let (view, expected) = plain_view(vec![6, 6], vec![2, 3], false, 3);
     let mut buf = vec![0u8; 24];
-    assert!(matches!(view.read_now(0, &mut buf).unwrap(), Now::Later));
+    assert!(matches!(
+        view.read_now(&Cursor::default(), 0, &mut buf).unwrap(),
+        Now::Later
+    ));
     // Element 0 decodes chunk (0, 0) and nothing else.
     let mut one = vec![0u8; 4];
-    assert_eq!(view.read_at(0, &mut one).unwrap(), 4);
+    assert_eq!(view.read_at(&Cursor::default(), 0, &mut one).unwrap(), 4);
     // Elements 1..3 of row 0 lie in chunk (0, 0); elements 6..8 start row 1 there too.
     let mut part = vec![0u8; 8];
-    match view.read_now(4, &mut part).unwrap() {
+    match view.read_now(&Cursor::default(), 4, &mut part).unwrap() {
         Now::Copied(n) => assert_eq!(&part[..n], &expected[4..12]),
         Now::InPlace(slice) => assert_eq!(slice.bytes(), &expected[4..12]),
         Now::Later => panic!("a range inside a decoded chunk was not answered"),
     }
     // Row 0 whole needs chunk (0, 1) as well.
-    assert!(matches!(view.read_now(0, &mut buf).unwrap(), Now::Later));
-    assert_eq!(view.read_at(12, &mut one).unwrap(), 4);
-    match view.read_now(0, &mut buf).unwrap() {
+    assert!(matches!(
+        view.read_now(&Cursor::default(), 0, &mut buf).unwrap(),
+        Now::Later
+    ));
+    assert_eq!(view.read_at(&Cursor::default(), 12, &mut one).unwrap(), 4);
+    match view.read_now(&Cursor::default(), 0, &mut buf).unwrap() {
         Now::Copied(n) => assert_eq!(&buf[..n], &expected[..24]),
         _ => panic!("row 0 spans two decoded chunks: copied"),
     }
@@ -556,7 +562,7 @@ fn a_front_to_back_read_cycles_through_the_working_set_it_reports() {
             let mut buf = vec![0u8; row as usize];
             let mut offset = 0;
             while offset < view.size() {
-                offset += view.read_at(offset, &mut buf).unwrap() as u64;
+                offset += view.read_at(&Cursor::default(), offset, &mut buf).unwrap() as u64;
             }
             (
                 view.sequential_working_set(),

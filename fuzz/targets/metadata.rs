@@ -16,7 +16,7 @@ use zarrfs::fs::{FileKind, FsOptions, ZarrFs, ROOT};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::cli::inspect;
 use zarrfs::store::Store;
-use zarrfs::read::view::{Layout, Order, View};
+use zarrfs::read::view::{Layout, Order, View, Cursor};
 use zarrfs_fuzz::{first_indices, store_from, CappedAlloc};
 
 #[global_allocator]
@@ -45,8 +45,8 @@ fn read_array(h: &Hierarchy, path: &str, store: &Arc<dyn Store>) {
     ] {
         if let Ok(view) = View::new(array.clone(), Arc::new(ChunkCache::new(1 << 20)), layout) {
             let mut buf = [0u8; 300];
-            let _ = view.read_at(0, &mut buf);
-            let _ = view.read_at(view.size().saturating_sub(7), &mut buf);
+            let _ = view.read_at(&Cursor::default(), 0, &mut buf);
+            let _ = view.read_at(&Cursor::default(), view.size().saturating_sub(7), &mut buf);
         }
     }
 }
@@ -93,7 +93,7 @@ fn walk_fs(h: Hierarchy) {
                 FileKind::File => {
                     if fs.open(entry.ino).is_ok() {
                         let _ = fs.read(entry.ino, 0, 512);
-                        let _ = fs.read_in_place(entry.ino, 0, 64);
+                        let _ = fs.read_in_place(&Cursor::default(), entry.ino, 0, 64);
                     }
                 }
             }

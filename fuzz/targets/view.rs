@@ -14,7 +14,7 @@ use zarrfs::read::cache::ChunkCache;
 use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::{MemoryStore, Store};
-use zarrfs::read::view::{Layout, Now, Order, View};
+use zarrfs::read::view::{Layout, Now, Order, View, Cursor};
 use zarrfs_fuzz::{first_indices, CappedAlloc};
 
 #[global_allocator]
@@ -336,15 +336,15 @@ fn run(case: Case) {
             &reference[start..start + len.min(reference.len() - start)]
         };
         let mut buf = vec![0u8; len];
-        let n = view.read_at(offset, &mut buf).expect("read_at succeeds");
+        let n = view.read_at(&Cursor::default(), offset, &mut buf).expect("read_at succeeds");
         assert_eq!(&buf[..n], expect, "read_at({offset}, {len})");
         if let Some(slice) = view
-            .read_in_place(offset, len)
+            .read_in_place(&Cursor::default(), offset, len)
             .expect("read_in_place succeeds")
         {
             assert_eq!(slice.bytes(), expect, "read_in_place({offset}, {len})");
         }
-        match view.read_now(offset, &mut buf).expect("read_now succeeds") {
+        match view.read_now(&Cursor::default(), offset, &mut buf).expect("read_now succeeds") {
             Now::InPlace(slice) => assert_eq!(slice.bytes(), expect, "read_now in place"),
             Now::Copied(n) => assert_eq!(&buf[..n], expect, "read_now({offset}, {len})"),
             Now::Later => {}

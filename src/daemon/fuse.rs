@@ -223,6 +223,11 @@ impl Filesystem for FuseAdapter {
         })
     }
 
+    // fuser's batch_forget calls this once per inode.
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.fs.forget(ino.0, nlookup);
+    }
+
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.meta(move |fs, owner| {
             reply!(reply, "getattr", fs.getattr(ino.0), |a| reply
@@ -236,20 +241,28 @@ impl Filesystem for FuseAdapter {
         }
         let (materializer, io) = (self.materializer.clone(), self.io.clone());
         self.meta(move |fs, _| {
-            reply!(reply, "open", fs.open(ino.0), |_v| {
+            reply!(reply, "open", fs.open(ino.0), |fh| {
                 match materializer.open(ino.0, |file| reply.open_backing(file)) {
-                    Opened::Passthrough(id) => reply.opened_passthrough(
-                        FileHandle(PASSTHROUGH_FH),
-                        FopenFlags::empty(),
-                        &id,
-                    ),
+                    Opened::Passthrough(id) => {
+                        // The kernel reads the copy: the daemon's handle is not needed.
+                        fs.release(fh);
+                        reply.opened_passthrough(
+                            FileHandle(PASSTHROUGH_FH),
+                            FopenFlags::empty(),
+                            &id,
+                        )
+                    }
                     Opened::Daemon => {
                         let copied = materializer.will_copy(ino.0);
-                        let flags = match io.open(ino.0, copied) {
+                        let io = io.open(ino.0, copied);
+                        if let Ok(handle) = fs.handle(fh) {
+                            handle.set_direct(io == OpenIo::Direct);
+                        }
+                        let flags = match io {
                             OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,
                             OpenIo::Direct => FopenFlags::FOPEN_DIRECT_IO,
                         };
-                        reply.opened(FileHandle(0), flags)
+                        reply.opened(FileHandle(fh), flags)
                     }
                 }
             })
@@ -268,6 +281,7 @@ impl Filesystem for FuseAdapter {
     ) {
         self.materializer.release(ino.0, fh.0);
         if fh.0 != PASSTHROUGH_FH {
+            self.fs.release(fh.0);
             self.io.release(ino.0);
         }
         reply.ok()
@@ -277,7 +291,7 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -285,7 +299,7 @@ impl Filesystem for FuseAdapter {
         reply: ReplyData,
     ) {
         let (fs, materializer) = (self.fs.clone(), self.materializer.clone());
-        let ino = ino.0;
+        let (ino, fh) = (ino.0, fh.0);
         let served = move |fs: &ZarrFs, n: usize| {
             if materializer.enabled() && fs.reaches_end(ino, offset, n) {
                 materializer.read_to_end(ino);
@@ -302,7 +316,7 @@ impl Filesystem for FuseAdapter {
                 faults.inline_read(offset);
                 buf.resize(buf.len().max(size as usize), 0);
                 let buf = &mut buf[..size as usize];
-                match fs.read_now(ino, offset, buf) {
+                match fs.read_now(fh, offset, buf) {
                     Ok(Now::InPlace(slice)) => {
                         served(&fs, slice.bytes().len());
                         reply.data(slice.bytes());
@@ -327,7 +341,7 @@ impl Filesystem for FuseAdapter {
         self.reads.run(ino, move || {
             let served = |n: usize| served(&fs, n);
             // A range inside one cached unit goes out as it is, without a copy.
-            match fs.read_in_place(ino, offset, size as usize) {
+            match fs.read_in_place(fh, offset, size as usize) {
                 Ok(Some(slice)) => {
                     served(slice.bytes().len());
                     return reply.data(slice.bytes());
@@ -339,7 +353,7 @@ impl Filesystem for FuseAdapter {
             READ_BUFFER.with_borrow_mut(|buf| {
                 buf.resize(buf.len().max(size as usize), 0);
                 let buf = &mut buf[..size as usize];
-                let result = fs.read_into(ino, offset, buf);
+                let result = fs.read_into(fh, offset, buf);
                 reply!(reply, "read", result, |n| {
                     served(n);
                     reply.data(&buf[..n])

@@ -11,7 +11,7 @@ use crate::metadata::ArrayMetadata;
 use crate::read::array::Array;
 use crate::read::cache::ChunkCache;
 use crate::read::prefetch::Prefetcher;
-use crate::read::view::{write_var_lines, Layout, Now, Order, UnitSlice, View};
+use crate::read::view::{write_var_lines, Cursor, Layout, Now, Order, UnitSlice, View};
 use crate::{Error, Result};
 
 /// The largest text a variable-length array's file may be: it is held whole in memory.
@@ -57,41 +57,46 @@ impl Content {
     }
 
     /// Fill `buf` from `offset`; the bytes written (short or none at end of file).
-    pub fn read_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    pub fn read_into(&self, cursor: &Cursor, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match self {
-            Content::Flat(view) => view.read_at(offset, buf),
+            Content::Flat(view) => view.read_at(cursor, offset, buf),
             Content::Bytes(b) => Ok(copy_from(b, offset, buf)),
             Content::Headed { header, data } => {
                 let head = copy_from(header, offset, buf);
                 let at = (offset + head as u64).saturating_sub(header.len() as u64);
-                Ok(head + data.read_into(at, &mut buf[head..])?)
+                Ok(head + data.read_into(cursor, at, &mut buf[head..])?)
             }
         }
     }
 
     /// A read answered from a cached unit without a copy (see
     /// [`View::read_in_place`]); `None` when it must be assembled.
-    pub fn read_in_place(&self, offset: u64, len: usize) -> Result<Option<UnitSlice>> {
+    pub fn read_in_place(
+        &self,
+        cursor: &Cursor,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<UnitSlice>> {
         match self {
-            Content::Flat(view) => view.read_in_place(offset, len),
+            Content::Flat(view) => view.read_in_place(cursor, offset, len),
             Content::Headed { header, data } if offset >= header.len() as u64 => {
-                data.read_in_place(offset - header.len() as u64, len)
+                data.read_in_place(cursor, offset - header.len() as u64, len)
             }
             _ => Ok(None),
         }
     }
 
     /// A read answered from what is in memory alone (see [`View::read_now`]).
-    pub fn read_now(&self, offset: u64, buf: &mut [u8]) -> Result<Now> {
+    pub fn read_now(&self, cursor: &Cursor, offset: u64, buf: &mut [u8]) -> Result<Now> {
         match self {
-            Content::Flat(view) => view.read_now(offset, buf),
+            Content::Flat(view) => view.read_now(cursor, offset, buf),
             Content::Bytes(b) => Ok(Now::Copied(copy_from(b, offset, buf))),
             Content::Headed { header, data } if offset >= header.len() as u64 => {
-                data.read_now(offset - header.len() as u64, buf)
+                data.read_now(cursor, offset - header.len() as u64, buf)
             }
             Content::Headed { header, data } => {
                 let head = copy_from(header, offset, buf);
-                Ok(match data.read_now(0, &mut buf[head..])? {
+                Ok(match data.read_now(cursor, 0, &mut buf[head..])? {
                     Now::InPlace(slice) => {
                         let bytes = slice.bytes();
                         buf[head..head + bytes.len()].copy_from_slice(bytes);

@@ -1,8 +1,10 @@
-//! The inode table: numbers handed out lazily on lookup / readdir and stable for the
-//! life of the mount (nothing is ever forgotten: the store is immutable while mounted).
+//! The inode table: numbers handed out lazily on lookup / readdir. An inode names a node
+//! of one tree (the mount's own hierarchy is tree 0) and what kind of file it shows; the
+//! kernel's lookups of it are counted and `forget` drops it once the kernel holds none.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
@@ -12,7 +14,17 @@ use super::views::ViewKind;
 /// The root directory's inode number.
 pub const ROOT: u64 = 1;
 
-/// What an inode stands for.
+/// Which hierarchy an inode's node belongs to: the mount's own is [`TreeId::MOUNT`]; more
+/// trees (versions of a store) sit beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TreeId(pub u32);
+
+impl TreeId {
+    /// The hierarchy the mount was made of.
+    pub const MOUNT: TreeId = TreeId(0);
+}
+
+/// What an inode stands for: a node path of its tree and the kind of file it shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
     /// A group (explicit or implicit) at this node path.
@@ -27,35 +39,38 @@ pub enum Node {
     GroupSidecar(String),
 }
 
-/// One inode: its node, its parent, and what has been loaded for it.
+/// One inode: its tree, node, parent and name, and what has been loaded for it.
 pub struct Entry {
     pub parent: u64,
+    pub name: String,
+    pub tree: TreeId,
     pub node: Node,
-    /// A directory's listing, sorted, built once.
-    pub listing: OnceLock<Arc<Vec<super::DirEntry>>>,
+    /// Lookups the kernel holds (each answered lookup adds one, `forget` takes them back).
+    lookups: AtomicU64,
+    /// A directory's listing, sorted, built once (dropped when a child is forgotten).
+    pub listing: Mutex<Option<Arc<Vec<super::DirEntry>>>>,
     /// A file's loaded content.
     pub content: Mutex<Option<Arc<Content>>>,
 }
 
-#[derive(Default)]
 pub struct Inodes {
-    entries: RwLock<Vec<Arc<Entry>>>,
+    last: AtomicU64,
+    entries: RwLock<HashMap<u64, Arc<Entry>>>,
     by_name: RwLock<HashMap<(u64, String), u64>>,
 }
 
 impl Inodes {
     pub fn new() -> Inodes {
-        let inodes = Inodes::default();
-        inodes
-            .entries
-            .write()
-            .push(Arc::new(Entry::new(ROOT, Node::Dir(String::new()))));
-        inodes
+        let root = Entry::new(ROOT, String::new(), TreeId::MOUNT, Node::Dir(String::new()));
+        Inodes {
+            last: AtomicU64::new(ROOT),
+            entries: RwLock::new(HashMap::from([(ROOT, Arc::new(root))])),
+            by_name: RwLock::new(HashMap::new()),
+        }
     }
 
     pub fn get(&self, ino: u64) -> Option<Arc<Entry>> {
-        let index = usize::try_from(ino.checked_sub(1)?).ok()?;
-        self.entries.read().get(index).cloned()
+        self.entries.read().get(&ino).cloned()
     }
 
     /// The inode already given to `name` in `parent`.
@@ -66,26 +81,73 @@ impl Inodes {
             .copied()
     }
 
-    /// The inode of `name` in `parent`, created for `node` when new.
+    /// The inode of `name` in `parent`, created for `node` (of the parent's tree) when new.
     pub fn insert(&self, parent: u64, name: &str, node: Node) -> u64 {
         let mut by_name = self.by_name.write();
         if let Some(ino) = by_name.get(&(parent, name.to_string())) {
             return *ino;
         }
-        let mut entries = self.entries.write();
-        entries.push(Arc::new(Entry::new(parent, node)));
-        let ino = entries.len() as u64;
+        let tree = self
+            .entries
+            .read()
+            .get(&parent)
+            .map_or(TreeId::MOUNT, |p| p.tree);
+        let ino = self.last.fetch_add(1, Ordering::Relaxed) + 1;
+        let entry = Entry::new(parent, name.to_string(), tree, node);
+        self.entries.write().insert(ino, Arc::new(entry));
         by_name.insert((parent, name.to_string()), ino);
         ino
+    }
+
+    /// The kernel answered a lookup with `ino`: it holds one more reference.
+    pub fn looked_up(&self, ino: u64) {
+        if let Some(entry) = self.get(ino) {
+            entry.lookups.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The kernel dropped `n` of its references to `ino`. With none left the inode goes
+    /// (the root stays): a later lookup of its name makes a new one.
+    pub fn forget(&self, ino: u64, n: u64) {
+        if ino == ROOT {
+            return;
+        }
+        let mut by_name = self.by_name.write();
+        let Some(entry) = self.get(ino) else {
+            return;
+        };
+        let left = entry
+            .lookups
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| {
+                Some(l.saturating_sub(n))
+            })
+            .map_or(0, |l| l.saturating_sub(n));
+        if left > 0 {
+            return;
+        }
+        by_name.remove(&(entry.parent, entry.name.clone()));
+        self.entries.write().remove(&ino);
+        // The parent's listing named the inode: the next listing names its successor.
+        if let Some(parent) = self.get(entry.parent) {
+            parent.listing.lock().take();
+        }
+    }
+
+    /// How many inodes are known.
+    pub fn len(&self) -> usize {
+        self.entries.read().len()
     }
 }
 
 impl Entry {
-    fn new(parent: u64, node: Node) -> Entry {
+    fn new(parent: u64, name: String, tree: TreeId, node: Node) -> Entry {
         Entry {
             parent,
+            name,
+            tree,
             node,
-            listing: OnceLock::new(),
+            lookups: AtomicU64::new(0),
+            listing: Mutex::new(None),
             content: Mutex::new(None),
         }
     }

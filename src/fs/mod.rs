@@ -4,6 +4,7 @@
 
 mod content;
 pub mod describe;
+mod handles;
 mod inode;
 #[cfg(test)]
 mod tests;
@@ -22,8 +23,10 @@ use crate::read::view::Layout;
 pub use crate::read::view::{Now, UnitSlice};
 use crate::{Error, Result};
 use content::Content;
-pub use inode::ROOT;
+pub use handles::Handle;
+use handles::Handles;
 use inode::{Entry, Inodes, Node};
+pub use inode::{TreeId, ROOT};
 use views::{ViewKind, ViewSet};
 
 /// What kind of file an inode is.
@@ -69,6 +72,7 @@ pub struct ZarrFs {
     prefetcher: Arc<Prefetcher>,
     layout: Layout,
     inodes: Inodes,
+    handles: Handles,
     /// When the store's root is an array: the name of its file in the mount's root.
     root_array: Option<String>,
     views: ViewSet,
@@ -126,6 +130,7 @@ impl ZarrFs {
             prefetcher: Prefetcher::new(options.prefetch_threads),
             layout: options.layout,
             inodes: Inodes::new(),
+            handles: Handles::default(),
             root_array,
             views: options.views,
             flats: Mutex::new(HashMap::new()),
@@ -260,8 +265,26 @@ impl ZarrFs {
         Ok(self.entry(ino)?.parent)
     }
 
-    /// Find `name` in directory `parent`.
+    /// Find `name` in directory `parent`: the kernel holds one more lookup of the inode
+    /// it gets (see [`ZarrFs::forget`]).
     pub fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
+        let attr = self.find(parent, name)?;
+        self.inodes.looked_up(attr.ino);
+        Ok(attr)
+    }
+
+    /// The kernel dropped `n` lookups of `ino`; with none left, the inode is forgotten.
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n)
+    }
+
+    /// How many inodes the filesystem holds (the root included).
+    pub fn inode_count(&self) -> usize {
+        self.inodes.len()
+    }
+
+    /// [`ZarrFs::lookup`] without counting it.
+    fn find(&self, parent: u64, name: &str) -> Result<Attr> {
         if let Some(ino) = self.inodes.find(parent, name) {
             return self.getattr(ino);
         }
@@ -304,7 +327,7 @@ impl ZarrFs {
     /// Built once and shared, so that a large directory read in many pieces is cheap.
     pub fn readdir(&self, ino: u64) -> Result<Arc<Vec<DirEntry>>> {
         let entry = self.entry(ino)?;
-        if let Some(listing) = entry.listing.get() {
+        if let Some(listing) = entry.listing.lock().as_ref() {
             return Ok(listing.clone());
         }
         let dir = self.dir_path(ino)?;
@@ -320,7 +343,12 @@ impl ZarrFs {
                 DirEntry { ino, name, kind }
             })
             .collect();
-        Ok(entry.listing.get_or_init(|| Arc::new(listing)).clone())
+        let kept = entry
+            .listing
+            .lock()
+            .get_or_insert_with(|| Arc::new(listing))
+            .clone();
+        Ok(kept)
     }
 
     /// A file's content, loaded once.
@@ -410,43 +438,59 @@ impl ZarrFs {
         })
     }
 
-    /// Check that a file can be read (its metadata and codecs load).
-    pub fn open(&self, ino: u64) -> Result<()> {
+    /// Open a file: check that it can be read (its metadata and codecs load) and give the
+    /// open a handle of its own (its content and readahead); the handle's number.
+    pub fn open(&self, ino: u64) -> Result<u64> {
         let entry = self.entry(ino)?;
-        self.content(&entry).map(|_| ())
+        let content = self.content(&entry)?;
+        Ok(self.handles.open(ino, content))
     }
 
-    /// Up to `size` bytes from `offset`; short or empty at end of file.
-    pub fn read(&self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+    /// Close the open file `fh`.
+    pub fn release(&self, fh: u64) {
+        self.handles.release(fh);
+    }
+
+    /// The open file `fh`.
+    pub fn handle(&self, fh: u64) -> Result<Arc<Handle>> {
+        self.handles
+            .get(fh)
+            .ok_or_else(|| Error::Invalid(format!("file handle {fh}: not open")))
+    }
+
+    /// How many files are open.
+    pub fn open_count(&self) -> usize {
+        self.handles.count()
+    }
+
+    /// Up to `size` bytes of open file `fh` from `offset`; short or empty at end of file.
+    pub fn read(&self, fh: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; size];
-        let n = self.read_into(ino, offset, &mut buf)?;
+        let n = self.read_into(fh, offset, &mut buf)?;
         buf.truncate(n);
         Ok(buf)
     }
 
-    /// Fill `buf` from `offset`; the bytes written (short or none at end of file).
-    pub fn read_into(&self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let entry = self.entry(ino)?;
-        self.content(&entry)?.read_into(offset, buf)
+    /// Fill `buf` from `offset` of open file `fh`; the bytes written (short or none at end
+    /// of file).
+    pub fn read_into(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let h = self.handle(fh)?;
+        h.content.read_into(&h.cursor, offset, buf)
     }
 
     /// A read answered straight from a cached unit, when the file is an array view and
-    /// the range lies contiguously in one unit (see [`crate::read::view::View::read_in_place`]).
-    pub fn read_in_place(&self, ino: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
-        let entry = self.entry(ino)?;
-        self.content(&entry)?.read_in_place(offset, size)
+    /// the range lies contiguously in one unit (see
+    /// [`crate::read::view::View::read_in_place`]).
+    pub fn read_in_place(&self, fh: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
+        let h = self.handle(fh)?;
+        h.content.read_in_place(&h.cursor, offset, size)
     }
 
     /// A read answered from what is in memory alone, with no store I/O and no decode
-    /// (see [`crate::read::view::View::read_now`]); [`Now::Later`] also when the file's content
-    /// is not loaded yet.
-    pub fn read_now(&self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<Now> {
-        let entry = self.entry(ino)?;
-        let loaded = entry.content.lock().clone();
-        match loaded {
-            Some(content) => content.read_now(offset, buf),
-            None => Ok(Now::Later),
-        }
+    /// (see [`crate::read::view::View::read_now`]).
+    pub fn read_now(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<Now> {
+        let h = self.handle(fh)?;
+        h.content.read_now(&h.cursor, offset, buf)
     }
 
     /// The size of `ino` when it is an array's data file (raw, `.npy` or `.tif`).

@@ -93,7 +93,9 @@ fn reads_xattrs_and_sidecars() {
     let counts = fs.lookup(counts_dir, "counts").unwrap();
     fs.open(counts.ino).unwrap();
     // counts[i][j] = (100 i + j) * 7 % 1000, as the demo writes it; F order, big-endian.
-    let all = fs.read(counts.ino, 0, counts.size as usize + 10).unwrap();
+    let all = fs
+        .read(fs.open(counts.ino).unwrap(), 0, counts.size as usize + 10)
+        .unwrap();
     assert_eq!(all.len(), 40_000);
     let at =
         |i: usize, j: usize| u32::from_be_bytes(all[(j * 100 + i) * 4..][..4].try_into().unwrap());
@@ -101,9 +103,18 @@ fn reads_xattrs_and_sidecars() {
         assert_eq!(at(i, j), ((i * 100 + j) * 7 % 1000) as u32, "({i}, {j})");
     }
     // Reads at and past the end, and one that splits an element.
-    assert!(fs.read(counts.ino, 40_000, 10).unwrap().is_empty());
-    assert_eq!(fs.read(counts.ino, 39_998, 10).unwrap(), all[39_998..]);
-    assert_eq!(fs.read(counts.ino, 4_001, 6).unwrap(), all[4_001..4_007]);
+    assert!(fs
+        .read(fs.open(counts.ino).unwrap(), 40_000, 10)
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        fs.read(fs.open(counts.ino).unwrap(), 39_998, 10).unwrap(),
+        all[39_998..]
+    );
+    assert_eq!(
+        fs.read(fs.open(counts.ino).unwrap(), 4_001, 6).unwrap(),
+        all[4_001..4_007]
+    );
     let xattr = |name: &str| String::from_utf8(fs.getxattr(counts.ino, name).unwrap()).unwrap();
     assert_eq!(xattr("user.zarr.shape"), "100,100");
     assert_eq!(xattr("user.zarr.dtype"), ">u4");
@@ -112,13 +123,14 @@ fn reads_xattrs_and_sidecars() {
     assert!(xattr("user.zarrfs.bytes_fetched").parse::<u64>().unwrap() > 0);
     let sidecar = fs.lookup(counts_dir, ".counts.json").unwrap();
     let doc: serde_json::Value =
-        serde_json::from_slice(&fs.read(sidecar.ino, 0, 1 << 20).unwrap()).unwrap();
+        serde_json::from_slice(&fs.read(fs.open(sidecar.ino).unwrap(), 0, 1 << 20).unwrap())
+            .unwrap();
     assert_eq!(doc["shape"], serde_json::json!([100, 100]));
     assert_eq!(doc["file"]["dtype"], ">u4");
     assert_eq!(doc["attributes"]["description"], "a Zarr v2 array");
     let group = fs.lookup(counts_dir, ".group.json").unwrap();
     let doc: serde_json::Value =
-        serde_json::from_slice(&fs.read(group.ino, 0, 1 << 20).unwrap()).unwrap();
+        serde_json::from_slice(&fs.read(fs.open(group.ino).unwrap(), 0, 1 << 20).unwrap()).unwrap();
     assert_eq!(doc["kind"], "implicit group");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -144,7 +156,8 @@ fn reads_inside_one_unit_are_served_in_place() {
             let fs = fs_over(&dir, order, big_endian);
             for name in ["rows", "cols"] {
                 let ino = fs.lookup(ROOT, name).unwrap().ino;
-                let whole = fs.read(ino, 0, 420).unwrap();
+                let fh = fs.open(ino).unwrap();
+                let whole = fs.read(fh, 0, 420).unwrap();
                 // The file's element at file position e, from the C-order index.
                 let value = |e: usize| {
                     let (i, j, k) = match order {
@@ -163,7 +176,7 @@ fn reads_inside_one_unit_are_served_in_place() {
                 let mut in_place = 0;
                 for offset in (0..430).step_by(6) {
                     for len in [2, 10, 70, 140, 500] {
-                        let got = fs.read_in_place(ino, offset, len).unwrap();
+                        let got = fs.read_in_place(fh, offset, len).unwrap();
                         if let Some(slice) = got {
                             in_place += 1;
                             let end = (offset as usize + len).min(420);
@@ -174,9 +187,9 @@ fn reads_inside_one_unit_are_served_in_place() {
                 // The second unit whole goes in place only where units are contiguous in
                 // the file; a range across two units never does.
                 let unit = if name == "rows" { 140 } else { 120 };
-                let unit_whole = fs.read_in_place(ino, unit, unit as usize).unwrap();
+                let unit_whole = fs.read_in_place(fh, unit, unit as usize).unwrap();
                 assert_eq!(unit_whole.is_some(), name == contiguous, "{name} {order:?}");
-                assert!(fs.read_in_place(ino, unit - 10, 20).unwrap().is_none());
+                assert!(fs.read_in_place(fh, unit - 10, 20).unwrap().is_none());
                 assert!(in_place > 0, "{name} {order:?}");
             }
         }
@@ -253,10 +266,12 @@ fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
         assert!(err.to_string().contains(key), "{name}: {err}");
     }
     let good = fs.lookup(ROOT, "good").unwrap();
-    assert_eq!(fs.read(good.ino, 0, 100).unwrap(), data);
+    assert_eq!(fs.read(fs.open(good.ino).unwrap(), 0, 100).unwrap(), data);
     for offset in [60, 61, 1 << 40, u64::MAX - 10, u64::MAX] {
         assert!(
-            fs.read(good.ino, offset, 4096).unwrap().is_empty(),
+            fs.read(fs.open(good.ino).unwrap(), offset, 4096)
+                .unwrap()
+                .is_empty(),
             "{offset}"
         );
     }
@@ -268,7 +283,9 @@ fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
         (3 << 30) + 12345 * 4,
         (4 << 30) - (1 << 20),
     ] {
-        let got = fs.read(empty.ino, offset, 1 << 20).unwrap();
+        let got = fs
+            .read(fs.open(empty.ino).unwrap(), offset, 1 << 20)
+            .unwrap();
         assert_eq!(got.len(), 1 << 20);
         let fill = 7u32.to_le_bytes();
         let at = |i: usize| fill[(offset as usize + i) % 4];
@@ -277,11 +294,11 @@ fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
     assert!(fs.cache.used() < 1 << 20, "cache holds {}", fs.cache.used());
     let vast = fs.lookup(ROOT, "vast").unwrap();
     assert_eq!(
-        fs.read(vast.ino, 0, 1000).unwrap(),
+        fs.read(fs.open(vast.ino).unwrap(), 0, 1000).unwrap(),
         7u32.to_le_bytes().repeat(120)
     );
     let written = fs.lookup(ROOT, "vast_written").unwrap();
-    let err = fs.read(written.ino, 0, 8).unwrap_err();
+    let err = fs.read(fs.open(written.ino).unwrap(), 0, 8).unwrap_err();
     assert!(err.to_string().contains("vast_written/c/0/0"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -289,7 +306,7 @@ fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
 /// A read of the whole file `ino`.
 fn whole(fs: &ZarrFs, ino: u64) -> Vec<u8> {
     let size = fs.getattr(ino).unwrap().size;
-    fs.read(ino, 0, size as usize).unwrap()
+    fs.read(fs.open(ino).unwrap(), 0, size as usize).unwrap()
 }
 
 #[test]
@@ -339,7 +356,7 @@ fn views_list_beside_the_raw_file_and_serve_its_bytes_behind_their_headers() {
             rng ^= rng << 17;
             let offset = rng % (npy.size + 100);
             let len = (rng >> 32) as usize % 5000;
-            let got = fs.read(npy.ino, offset, len).unwrap();
+            let got = fs.read(fs.open(npy.ino).unwrap(), offset, len).unwrap();
             let from = (offset as usize).min(npy_bytes.len());
             let to = (from + len).min(npy_bytes.len());
             assert_eq!(got, &npy_bytes[from..to], "read {offset}+{len}");
@@ -432,11 +449,13 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
     let data = 3 * 40000 * 40000u64;
     let header_len = tif.size - data;
     assert_eq!(header_len % 4096, 0);
-    let head = fs.read(tif.ino, 0, 16).unwrap();
+    let head = fs.read(fs.open(tif.ino).unwrap(), 0, 16).unwrap();
     assert_eq!(&head[..8], &[b'I', b'I', 43, 0, 8, 0, 0, 0]);
     assert_eq!(u64::from_le_bytes(head[8..16].try_into().unwrap()), 16);
     // Three pages, each one strip pointing at its plane of the data.
-    let header = fs.read(tif.ino, 0, header_len as usize).unwrap();
+    let header = fs
+        .read(fs.open(tif.ino).unwrap(), 0, header_len as usize)
+        .unwrap();
     let word =
         |at: u64| u64::from_le_bytes(header[at as usize..at as usize + 8].try_into().unwrap());
     let (mut ifd, mut strips) = (16u64, vec![]);
@@ -455,7 +474,9 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
         strips,
         [header_len, header_len + plane, header_len + 2 * plane]
     );
-    let tail = fs.read(tif.ino, tif.size - 4096, 8192).unwrap();
+    let tail = fs
+        .read(fs.open(tif.ino).unwrap(), tif.size - 4096, 8192)
+        .unwrap();
     assert_eq!(tail, vec![7u8; 4096]);
 }
 
@@ -513,8 +534,9 @@ fn sequential_reads_hint_the_store_about_the_shards_and_chunks_to_come() {
         let file = fs.lookup(parent, name).unwrap();
         let mut buf = vec![0u8; 4096];
         let mut offset = 0;
+        let fh = fs.open(file.ino).unwrap();
         while offset < file.size {
-            offset += fs.read_into(file.ino, offset, &mut buf).unwrap() as u64;
+            offset += fs.read_into(fh, offset, &mut buf).unwrap() as u64;
         }
         // Hints are given on a thread of their own: wait for them.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -556,4 +578,141 @@ fn the_cache_size_suggested_for_a_working_set_keeps_it() {
         let size = cache_size_keeping(kept);
         assert!(cached_bytes(size as usize) as u64 >= kept, "{kept}");
     }
+}
+
+/// A folder store that counts the reads of each key.
+struct Counted {
+    inner: FolderStore,
+    reads: parking_lot::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+impl crate::store::Store for Counted {
+    fn read(
+        &self,
+        key: &str,
+        range: Option<crate::store::ByteRange>,
+    ) -> crate::error::Result<Option<crate::store::Value>> {
+        *self.reads.lock().entry(key.to_string()).or_default() += 1;
+        self.inner.read(key, range)
+    }
+    fn list_dir(&self, prefix: &str) -> crate::error::Result<crate::store::Listing> {
+        self.inner.list_dir(prefix)
+    }
+    fn head(&self, key: &str) -> crate::error::Result<Option<crate::store::Head>> {
+        self.inner.head(key)
+    }
+    fn will_need(&self, key: &str) {
+        self.inner.will_need(key)
+    }
+    fn caps(&self) -> crate::store::Caps {
+        self.inner.caps()
+    }
+}
+
+/// Poll `ready` until it holds or 20 s pass (prefetch runs on threads of its own).
+fn eventually(mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn two_sequential_readers_of_one_array_each_keep_their_readahead() {
+    // float32 (4 Mi,) in 64 chunks of 256 KiB, uncompressed: each chunk read is a decode.
+    let dir = std::env::temp_dir().join(format!("zarrfs-readers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let n = 4u32 << 20;
+    let data: Vec<u8> = (0..n).flat_map(|v| (v as f32).to_le_bytes()).collect();
+    let doc = serde_json::json!({
+        "zarr_format": 3, "node_type": "array", "shape": [n], "data_type": "float32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [65536]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+    });
+    crate::cli::demo::v3_array(&dir, "a", doc, &data).unwrap();
+    let store = Arc::new(Counted {
+        inner: FolderStore::open(&dir).unwrap(),
+        reads: Default::default(),
+    });
+    let options = FsOptions {
+        layout: Layout::default(),
+        // Both readers' windows fit.
+        cache_bytes: 256 << 20,
+        prefetch_threads: 2,
+        views: "raw".parse().unwrap(),
+    };
+    let fs = ZarrFs::new(Hierarchy::open(store.clone()).unwrap(), options, "t.zarr");
+    let ino = fs.lookup(ROOT, "a").unwrap().ino;
+    let (a, b) = (fs.open(ino).unwrap(), fs.open(ino).unwrap());
+    let half = data.len() as u64 / 2;
+    let block = 64 << 10;
+    // Interleaved: a from the start, b from the middle, 64 KiB at a time.
+    for i in 0..8u64 {
+        for (fh, start) in [(a, 0), (b, half)] {
+            let at = start + i * block;
+            let got = fs.read(fh, at, block as usize).unwrap();
+            assert_eq!(got, data[at as usize..(at + block) as usize]);
+        }
+    }
+    // Each reader's window runs ahead of it: the unit each reads next is decoded without
+    // being asked for, and the read is answered from memory alone (with one cursor for
+    // both, each read reset the other's window and nothing ran ahead).
+    let mut buf = vec![0u8; block as usize];
+    for (fh, start) in [(a, 0), (b, half)] {
+        let next = start + 8 * block;
+        let ready = eventually(|| !matches!(fs.read_now(fh, next, &mut buf), Ok(Now::Later)));
+        assert!(ready, "nothing decoded ahead of the reader at {start}");
+        let got = fs.read(fh, next, block as usize).unwrap();
+        assert_eq!(got, data[next as usize..(next + block) as usize]);
+    }
+    // Both read on to the end of their halves: no unit is decoded twice.
+    for (fh, start) in [(a, 0), (b, half)] {
+        let mut at = start + 9 * block;
+        while at < start + half {
+            let got = fs.read(fh, at, block as usize).unwrap();
+            assert_eq!(got, data[at as usize..(at + block) as usize]);
+            at += block;
+        }
+    }
+    let reads = store.reads.lock();
+    let chunks: Vec<(&String, &usize)> = reads.iter().filter(|(k, _)| k.contains("/c/")).collect();
+    assert_eq!(chunks.len(), 64, "chunks read: {chunks:?}");
+    let twice: Vec<_> = chunks.iter().filter(|(_, &n)| n > 1).collect();
+    assert!(twice.is_empty(), "read more than once: {twice:?}");
+    drop(reads);
+    fs.release(a);
+    fs.release(b);
+    assert_eq!(fs.open_count(), 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn forgotten_inodes_go_and_their_names_find_new_ones() {
+    let (dir, fs) = demo_fs(Order::C, false);
+    let before = fs.inode_count();
+    let first = fs.lookup(ROOT, "temperature").unwrap();
+    assert_eq!(fs.lookup(ROOT, "temperature").unwrap().ino, first.ino);
+    assert_eq!(fs.inode_count(), before + 1);
+    // One of the kernel's two lookups dropped: the inode stays.
+    fs.forget(first.ino, 1);
+    assert!(fs.getattr(first.ino).is_ok());
+    // An open file keeps its content past the forget of its inode.
+    let fh = fs.open(first.ino).unwrap();
+    fs.forget(first.ino, 1);
+    assert!(matches!(fs.getattr(first.ino), Err(Error::NotFound(_))));
+    assert_eq!(fs.inode_count(), before);
+    assert_eq!(fs.read(fh, 0, 4).unwrap().len(), 4);
+    fs.release(fh);
+    let again = fs.lookup(ROOT, "temperature").unwrap();
+    assert_ne!(again.ino, first.ino);
+    assert_eq!(again.size, first.size);
+    // The root is never forgotten.
+    fs.forget(ROOT, 10);
+    assert!(fs.getattr(ROOT).is_ok());
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -109,8 +109,14 @@ impl ChunkCache {
     }
 
     /// Note that `bytes` more of the chunk at `key` were handed out; once all of it has
-    /// been, drop it.
+    /// been, drop it (its memory goes to the next chunk).
     pub fn served(&self, key: &ChunkKey, bytes: usize) {
+        self.served_by(key, bytes, true)
+    }
+
+    /// [`ChunkCache::served`]; with `drop_whole` false the chunk stays until the LRU
+    /// evicts it (another reader may still want it).
+    pub fn served_by(&self, key: &ChunkKey, bytes: usize, drop_whole: bool) {
         let mut inner = self.inner.lock();
         let Some(entry) = inner.lru.peek_mut(key) else {
             return;
@@ -119,7 +125,8 @@ impl ChunkCache {
         entry.used_at = Instant::now();
         let size = entry.chunk.mem_size();
         // A unit of fill value is one element however much of it is read: it stays.
-        if entry.served >= size && !matches!(entry.chunk.as_ref(), ChunkData::Fill(_)) {
+        if drop_whole && entry.served >= size && !matches!(entry.chunk.as_ref(), ChunkData::Fill(_))
+        {
             inner.lru.pop(key);
             inner.used -= size;
             if inner.queued.contains(key) {

@@ -271,7 +271,13 @@ fn range_boxes(shape: &[u64], first: u64, last: u64) -> Vec<(Vec<u64>, Vec<u64>)
     out
 }
 
-/// Where sequential reading of one file has got to.
+/// Where one reader's sequential reading of a file has got to: each open file has its
+/// own (see `fs/handles.rs`), so readers of one array at different offsets keep their own
+/// readahead windows.
+#[derive(Default)]
+pub struct Cursor(Mutex<Readahead>);
+
+/// The state behind a [`Cursor`].
 struct Readahead {
     end: u64,
     window: u64,
@@ -280,6 +286,17 @@ struct Readahead {
     /// Where the units already queued for prefetch end: each read queues only what the
     /// window newly covers.
     planned: u64,
+}
+
+impl Default for Readahead {
+    fn default() -> Readahead {
+        Readahead {
+            end: 0,
+            window: MIN_WINDOW,
+            streak: 1,
+            planned: 0,
+        }
+    }
 }
 
 /// Decodes read units into the file's layout; shared with prefetch jobs.
@@ -359,8 +376,10 @@ pub struct View {
     cache: Arc<ChunkCache>,
     elements: u64,
     prefetcher: Option<Arc<Prefetcher>>,
-    readahead: Mutex<Readahead>,
     max_window: u64,
+    /// Open files reading this view: with more than one, a unit one of them read whole
+    /// stays cached for the others.
+    readers: std::sync::atomic::AtomicUsize,
 }
 
 impl View {
@@ -390,13 +409,8 @@ impl View {
             cache,
             elements,
             prefetcher: None,
-            readahead: Mutex::new(Readahead {
-                end: 0,
-                window: MIN_WINDOW,
-                streak: 1,
-                planned: 0,
-            }),
             max_window,
+            readers: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -404,6 +418,28 @@ impl View {
     pub fn with_prefetch(mut self, prefetcher: Arc<Prefetcher>) -> View {
         self.prefetcher = Some(prefetcher);
         self
+    }
+
+    /// An open file reads this view from now on.
+    pub fn opened(&self) {
+        self.readers
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// An open file of this view was closed.
+    pub fn closed(&self) {
+        let _ = self.readers.fetch_update(
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+            |n| Some(n.saturating_sub(1)),
+        );
+    }
+
+    /// Note that `bytes` of the unit at `key` were handed out: a unit read whole leaves
+    /// the cache, unless other open files read this view too.
+    fn served(&self, key: &ChunkKey, bytes: usize) {
+        let alone = self.readers.load(std::sync::atomic::Ordering::Relaxed) <= 1;
+        self.cache.served_by(key, bytes, alone);
     }
 
     /// The file size: prod(shape) × itemsize.
@@ -481,7 +517,7 @@ impl View {
     /// Before a read of `[offset, offset + len)`: start decoding what it needs (beyond the
     /// first unit, which the reader decodes itself) and, while reads stay sequential (in
     /// any order within the window, as kernel readahead sends them), what comes next.
-    fn plan(&self, offset: u64, len: u64) {
+    fn plan(&self, cursor: &Cursor, offset: u64, len: u64) {
         let Some(prefetcher) = &self.prefetcher else {
             return;
         };
@@ -496,7 +532,7 @@ impl View {
             self.prefetch(prefetcher, needed);
         }
         let (from, to) = {
-            let mut ra = self.readahead.lock();
+            let mut ra = cursor.0.lock();
             // A stream must be established (two reads that continue each other) before
             // reads may arrive out of order within the window: random readers get no
             // readahead.
@@ -526,7 +562,7 @@ impl View {
         let truncated = units.len() >= MAX_PREFETCH_UNITS;
         if !self.prefetch(prefetcher, units) || truncated {
             // Not all of [from, to) is queued: the next read plans from `from` again.
-            let mut ra = self.readahead.lock();
+            let mut ra = cursor.0.lock();
             if ra.planned == to {
                 ra.planned = from;
             }
@@ -537,20 +573,25 @@ impl View {
     /// unit's memory (the unit spans the whole file extent of every axis faster than the
     /// slowest one the read crosses): the cached unit itself, to be handed out without a
     /// copy. `None` when the read must be assembled with [`View::read_at`].
-    pub fn read_in_place(&self, offset: u64, len: usize) -> Result<Option<UnitSlice>> {
-        self.in_place(offset, len, false)
+    pub fn read_in_place(
+        &self,
+        cursor: &Cursor,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<UnitSlice>> {
+        self.in_place(cursor, offset, len, false)
     }
 
     /// A read answered from units already decoded in the cache, with no store I/O, no
     /// decode and no waiting for either, so that any thread may answer it at once:
     /// in place (as [`View::read_in_place`]), or copied into `buf` (as [`View::read_at`])
     /// when it gathers at most [`MAX_NOW_UNITS`] units; else [`Now::Later`].
-    pub fn read_now(&self, offset: u64, buf: &mut [u8]) -> Result<Now> {
+    pub fn read_now(&self, cursor: &Cursor, offset: u64, buf: &mut [u8]) -> Result<Now> {
         let size = self.size();
         if offset >= size || buf.is_empty() {
             return Ok(Now::Copied(0));
         }
-        if let Some(slice) = self.in_place(offset, buf.len(), true)? {
+        if let Some(slice) = self.in_place(cursor, offset, buf.len(), true)? {
             return Ok(Now::InPlace(slice));
         }
         let len = (buf.len() as u64).min(size - offset);
@@ -572,7 +613,7 @@ impl View {
                 None => return Ok(Now::Later),
             }
         }
-        self.plan(offset, len);
+        self.plan(cursor, offset, len);
         let dst = &mut buf[..len as usize];
         self.fill_elements(first, last, dst, false, |key, _| {
             held.iter()
@@ -584,7 +625,13 @@ impl View {
     }
 
     /// [`View::read_in_place`]; with `cached_only`, `None` unless the unit is decoded.
-    fn in_place(&self, offset: u64, len: usize, cached_only: bool) -> Result<Option<UnitSlice>> {
+    fn in_place(
+        &self,
+        cursor: &Cursor,
+        offset: u64,
+        len: usize,
+        cached_only: bool,
+    ) -> Result<Option<UnitSlice>> {
         let size = self.size();
         let item = self.loader.item as u64;
         if offset >= size || len == 0 || !offset.is_multiple_of(item) {
@@ -603,13 +650,13 @@ impl View {
             // A fill unit is not handed out in place: the caller gathers it, and plans.
             match self.cache.peek(&key) {
                 Some(chunk) if !matches!(chunk.as_ref(), ChunkData::Fill(_)) => {
-                    self.plan(offset, len);
+                    self.plan(cursor, offset, len);
                     chunk
                 }
                 _ => return Ok(None),
             }
         } else {
-            self.plan(offset, len);
+            self.plan(cursor, offset, len);
             self.cache.get_or_load(&key, || loader.load(&idx))?
         };
         if matches!(chunk.as_ref(), ChunkData::Fill(_)) {
@@ -624,7 +671,7 @@ impl View {
                 "decoded chunk has the wrong size",
             ));
         }
-        self.cache.served(&key, len as usize);
+        self.served(&key, len as usize);
         Ok(Some(UnitSlice { chunk, range }))
     }
 
@@ -656,13 +703,13 @@ impl View {
     }
 
     /// Fill `buf` from file offset `offset`; returns the bytes written (short at EOF).
-    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    pub fn read_at(&self, cursor: &Cursor, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let size = self.size();
         if offset >= size || buf.is_empty() {
             return Ok(0);
         }
         let len = (buf.len() as u64).min(size - offset) as usize;
-        self.plan(offset, len as u64);
+        self.plan(cursor, offset, len as u64);
         let item = self.loader.item as u64;
         let (first, last) = (offset / item, (offset + len as u64).div_ceil(item));
         if offset == first * item && offset + len as u64 == last * item {
@@ -739,7 +786,7 @@ impl View {
             }
             let piece = extent.iter().product::<u64>() as usize * loader.item;
             let piece = piece - std::mem::take(&mut unserved);
-            self.cache.served(&key, piece);
+            self.served(&key, piece);
             Ok(true)
         })
     }

@@ -29,8 +29,9 @@ use tmpfs::Backings;
 /// Bytes copied into the backing file per read of the array.
 const BLOCK: usize = 8 << 20;
 
-/// The file handle of a passthrough open (page-cache opens use 0).
-pub const PASSTHROUGH_FH: u64 = 1;
+/// The file handle of a passthrough open (opens served by the daemon have the handles
+/// the filesystem numbers from 1).
+pub const PASSTHROUGH_FH: u64 = u64::MAX;
 
 /// How an open is answered.
 pub enum Opened<Id> {
@@ -315,12 +316,21 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
             .map_err(|e| format!("backing file: {e}"))?;
         file.set_len(size)
             .map_err(|e| format!("backing file: {e}"))?;
+        // An open of its own: its reads keep their own readahead.
+        let fh = self.fs.open(ino).map_err(|e| e.to_string())?;
+        let copied = self.copy(fh, &file, size);
+        self.fs.release(fh);
+        copied.map(|_| file)
+    }
+
+    /// Copy `size` bytes of open file `fh` into `file`.
+    fn copy(&self, fh: u64, file: &File, size: u64) -> Result<(), String> {
         let mut buf = vec![0u8; BLOCK.min(size as usize)];
         let mut offset = 0u64;
         while offset < size {
             let n = self
                 .fs
-                .read_into(ino, offset, &mut buf)
+                .read_into(fh, offset, &mut buf)
                 .map_err(|e| e.to_string())?;
             if n == 0 {
                 return Err(format!("short read at {offset} of {size}"));
@@ -329,6 +339,6 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
                 .map_err(|e| format!("backing file: {e}"))?;
             offset += n as u64;
         }
-        Ok(file)
+        Ok(())
     }
 }

@@ -6,7 +6,7 @@
 use std::io::{IoSlice, Write};
 use std::sync::Arc;
 
-use super::{file_axes, for_each_run, View};
+use super::{file_axes, for_each_run, Cursor, View};
 use crate::codec::ChunkData;
 use crate::error::{output_error, Error, Result};
 use crate::read::cache::ChunkKey;
@@ -41,11 +41,13 @@ impl View {
         let in_place = self.run_bytes() >= min_piece;
         let mut buf = Vec::new();
         let mut offset = 0u64;
+        // The stream is one reader, front to back.
+        let cursor = Cursor::default();
         while offset < size {
             let len = (block as u64).min(size - offset);
-            if !(in_place && self.write_block(out, offset, len)?) {
+            if !(in_place && self.write_block(&cursor, out, offset, len)?) {
                 buf.resize(block, 0);
-                let n = self.read_at(offset, &mut buf[..len as usize])?;
+                let n = self.read_at(&cursor, offset, &mut buf[..len as usize])?;
                 out.write_all(&buf[..n]).map_err(output_error)?;
             }
             offset += len;
@@ -74,7 +76,13 @@ impl View {
     /// Write file bytes `[offset, offset + len)` (whole elements) from the units that
     /// hold them, holding each until the block is written; false (nothing written) when
     /// those units would take more than half the cache at once.
-    fn write_block(&self, out: &mut impl Write, offset: u64, len: u64) -> Result<bool> {
+    fn write_block(
+        &self,
+        cursor: &Cursor,
+        out: &mut impl Write,
+        offset: u64,
+        len: u64,
+    ) -> Result<bool> {
         let loader = &self.loader;
         let meta = &loader.array.meta;
         let item = loader.item;
@@ -84,7 +92,7 @@ impl View {
         if (units.len() as u64).saturating_mul(unit_len as u64) > self.cache.budget() as u64 / 2 {
             return Ok(false);
         }
-        self.plan(offset, len);
+        self.plan(cursor, offset, len);
         let mut held: Vec<(ChunkKey, Arc<ChunkData>)> = Vec::new();
         let mut fill: Option<Vec<u8>> = None;
         for idx in units {
@@ -145,7 +153,7 @@ impl View {
         }
         write_all_vectored(out, &mut slices)?;
         for ((key, _), bytes) in held.iter().zip(served) {
-            self.cache.served(key, bytes);
+            self.served(key, bytes);
         }
         Ok(true)
     }
