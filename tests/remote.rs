@@ -428,18 +428,7 @@ fn disk_cache_serves_a_second_mount_without_data_gets_and_refetches_changed_obje
         .filter(|a| a["vlen"] == false && !is_unsupported(a))
         .take(20)
         .collect();
-    let read_all = |mount: &Mount| -> Vec<String> {
-        let mut failures = Vec::new();
-        for a in &arrays {
-            let path = a["path"].as_str().unwrap_or("");
-            match std::fs::read(mount.array(&m, "v3", path)) {
-                Ok(b) if sha256(&b) == a["sha256"]["C_little"] => {}
-                Ok(_) => failures.push(format!("{path}: bytes differ")),
-                Err(e) => failures.push(format!("{path}: {e}")),
-            }
-        }
-        failures
-    };
+    let read_all = |mount: &Mount| read_v3_arrays(&m, &arrays, mount);
     let first = Mount::new(Path::new(&url), &args);
     let mut failures = read_all(&first);
     drop(first);
@@ -478,6 +467,21 @@ fn disk_cache_serves_a_second_mount_without_data_gets_and_refetches_changed_obje
     assert_no_failures(&failures);
 }
 
+/// Read each of `arrays` (of the v3 fixture store) through `mount`: what differs from
+/// zarr-python's bytes in C order, or fails.
+fn read_v3_arrays(m: &Manifest, arrays: &[&serde_json::Value], mount: &Mount) -> Vec<String> {
+    let mut failures = Vec::new();
+    for a in arrays {
+        let path = a["path"].as_str().unwrap_or("");
+        match std::fs::read(mount.array(m, "v3", path)) {
+            Ok(b) if sha256(&b) == a["sha256"]["C_little"] => {}
+            Ok(_) => failures.push(format!("{path}: bytes differ")),
+            Err(e) => failures.push(format!("{path}: {e}")),
+        }
+    }
+    failures
+}
+
 /// The files under `dir` that are not metadata documents (chunk objects).
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -493,4 +497,41 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// A zip archive on a server reads through the disk cache of the server's store: a
+/// second mount of it reads its directory and every entry from disk, with no GET.
+#[test]
+fn a_zip_archive_on_a_server_is_served_from_the_disk_cache_by_a_second_mount() {
+    let m = Manifest::load();
+    let server = nginx(&zips_dir(), false);
+    let proxy = Proxy::start(server.port, "python3");
+    let cache = TempDir::new("zipcache");
+    let cache_dir = cache.path().display().to_string();
+    let args = ["--disk-cache", cache_dir.as_str()];
+    let url = format!("{}/v3.zip", proxy.url());
+    let arrays: Vec<_> = arrays_of(&m, "v3")
+        .into_iter()
+        .filter(|a| a["vlen"] == false && !is_unsupported(a))
+        .take(20)
+        .collect();
+    assert!(!arrays.is_empty(), "no v3 fixture arrays");
+    let read_all = |mount: &Mount| read_v3_arrays(&m, &arrays, mount);
+    let first = Mount::new(Path::new(&url), &args);
+    let mut failures = read_all(&first);
+    drop(first);
+    assert!(
+        proxy.requests("GET") > 0,
+        "the first mount read nothing of the archive"
+    );
+    proxy.command("reset");
+    let second = Mount::new(Path::new(&url), &args);
+    failures.extend(read_all(&second));
+    drop(second);
+    assert_eq!(
+        proxy.requests("GET"),
+        0,
+        "GETs of the archive with a warm disk cache"
+    );
+    assert_no_failures(&failures);
 }

@@ -480,39 +480,12 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
     assert_eq!(tail, vec![7u8; 4096]);
 }
 
-/// A folder store that records the keys it is told will be read.
-struct Hinted {
-    inner: FolderStore,
-    hints: parking_lot::Mutex<Vec<String>>,
-}
-
-impl crate::store::Store for Hinted {
-    fn read(
-        &self,
-        key: &str,
-        range: Option<crate::store::ByteRange>,
-    ) -> crate::error::Result<Option<crate::store::Value>> {
-        self.inner.read(key, range)
-    }
-    fn list_dir(&self, prefix: &str) -> crate::error::Result<crate::store::Listing> {
-        self.inner.list_dir(prefix)
-    }
-    fn head(&self, key: &str) -> crate::error::Result<Option<crate::store::Head>> {
-        self.inner.head(key)
-    }
-    fn will_need(&self, key: &str) {
-        self.hints.lock().push(key.to_string());
-    }
-    fn caps(&self) -> crate::store::Caps {
-        self.inner.caps()
-    }
-}
-
 #[test]
 fn sequential_reads_hint_the_store_about_the_shards_and_chunks_to_come() {
     let (dir, _) = demo_fs(Order::C, false);
-    let store = Arc::new(Hinted {
+    let store = Arc::new(Counted {
         inner: FolderStore::open(&dir).unwrap(),
+        reads: Default::default(),
         hints: Default::default(),
     });
     let options = FsOptions {
@@ -580,10 +553,12 @@ fn the_cache_size_suggested_for_a_working_set_keeps_it() {
     }
 }
 
-/// A folder store that counts the reads of each key.
+/// A folder store that counts the reads of each key and records the keys it is told
+/// will be read.
 struct Counted {
     inner: FolderStore,
     reads: parking_lot::Mutex<std::collections::HashMap<String, usize>>,
+    hints: parking_lot::Mutex<Vec<String>>,
 }
 
 impl crate::store::Store for Counted {
@@ -602,7 +577,7 @@ impl crate::store::Store for Counted {
         self.inner.head(key)
     }
     fn will_need(&self, key: &str) {
-        self.inner.will_need(key)
+        self.hints.lock().push(key.to_string());
     }
     fn caps(&self) -> crate::store::Caps {
         self.inner.caps()
@@ -638,6 +613,7 @@ fn two_sequential_readers_of_one_array_each_keep_their_readahead() {
     let store = Arc::new(Counted {
         inner: FolderStore::open(&dir).unwrap(),
         reads: Default::default(),
+        hints: Default::default(),
     });
     let options = FsOptions {
         layout: Layout::default(),
