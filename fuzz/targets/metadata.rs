@@ -91,9 +91,10 @@ fn walk_fs(h: Hierarchy) {
                 FileKind::Directory if depth < 4 => dirs.push((entry.ino, depth + 1)),
                 FileKind::Directory => {}
                 FileKind::File => {
-                    if fs.open(entry.ino).is_ok() {
-                        let _ = fs.read(entry.ino, 0, 512);
-                        let _ = fs.read_in_place(&Cursor::default(), entry.ino, 0, 64);
+                    if let Ok(fh) = fs.open(entry.ino) {
+                        let _ = fs.read(fh, 0, 512);
+                        let _ = fs.read_in_place(fh, 0, 64);
+                        fs.release(fh);
                     }
                 }
             }
