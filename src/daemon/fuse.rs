@@ -254,11 +254,7 @@ impl Filesystem for FuseAdapter {
                     }
                     Opened::Daemon => {
                         let copied = materializer.will_copy(ino.0);
-                        let io = io.open(ino.0, copied);
-                        if let Ok(handle) = fs.handle(fh) {
-                            handle.set_direct(io == OpenIo::Direct);
-                        }
-                        let flags = match io {
+                        let flags = match io.open(ino.0, copied) {
                             OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,
                             OpenIo::Direct => FopenFlags::FOPEN_DIRECT_IO,
                         };

@@ -23,8 +23,7 @@ use crate::read::view::Layout;
 pub use crate::read::view::{Now, UnitSlice};
 use crate::{Error, Result};
 use content::Content;
-pub use handles::Handle;
-use handles::Handles;
+use handles::{Handle, Handles};
 use inode::{Entry, Inodes, Node};
 pub use inode::{TreeId, ROOT};
 use views::{ViewKind, ViewSet};
@@ -443,7 +442,7 @@ impl ZarrFs {
     pub fn open(&self, ino: u64) -> Result<u64> {
         let entry = self.entry(ino)?;
         let content = self.content(&entry)?;
-        Ok(self.handles.open(ino, content))
+        Ok(self.handles.open(content))
     }
 
     /// Close the open file `fh`.
@@ -452,7 +451,7 @@ impl ZarrFs {
     }
 
     /// The open file `fh`.
-    pub fn handle(&self, fh: u64) -> Result<Arc<Handle>> {
+    fn handle(&self, fh: u64) -> Result<Arc<Handle>> {
         self.handles
             .get(fh)
             .ok_or_else(|| Error::Invalid(format!("file handle {fh}: not open")))

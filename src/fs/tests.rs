@@ -483,18 +483,7 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
 #[test]
 fn sequential_reads_hint_the_store_about_the_shards_and_chunks_to_come() {
     let (dir, _) = demo_fs(Order::C, false);
-    let store = Arc::new(Counted {
-        inner: FolderStore::open(&dir).unwrap(),
-        reads: Default::default(),
-        hints: Default::default(),
-    });
-    let options = FsOptions {
-        layout: Layout::default(),
-        cache_bytes: 1 << 20,
-        prefetch_threads: 1,
-        views: "raw".parse().unwrap(),
-    };
-    let fs = ZarrFs::new(Hierarchy::open(store.clone()).unwrap(), options, "t.zarr");
+    let (store, fs) = counted_fs(&dir, 1 << 20, 1);
     for (group, name, prefix) in [
         ("surface", "elevation", "surface/elevation/c/"),
         ("", "temperature", "temperature/c/"),
@@ -584,6 +573,27 @@ impl crate::store::Store for Counted {
     }
 }
 
+/// The filesystem (raw files, C order) over a [`Counted`] store of the folder `dir`.
+fn counted_fs(
+    dir: &std::path::Path,
+    cache_bytes: usize,
+    prefetch_threads: usize,
+) -> (Arc<Counted>, ZarrFs) {
+    let store = Arc::new(Counted {
+        inner: FolderStore::open(dir).unwrap(),
+        reads: Default::default(),
+        hints: Default::default(),
+    });
+    let options = FsOptions {
+        layout: Layout::default(),
+        cache_bytes,
+        prefetch_threads,
+        views: "raw".parse().unwrap(),
+    };
+    let fs = ZarrFs::new(Hierarchy::open(store.clone()).unwrap(), options, "t.zarr");
+    (store, fs)
+}
+
 /// Poll `ready` until it holds or 20 s pass (prefetch runs on threads of its own).
 fn eventually(mut ready: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -610,19 +620,8 @@ fn two_sequential_readers_of_one_array_each_keep_their_readahead() {
         "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
     });
     crate::cli::demo::v3_array(&dir, "a", doc, &data).unwrap();
-    let store = Arc::new(Counted {
-        inner: FolderStore::open(&dir).unwrap(),
-        reads: Default::default(),
-        hints: Default::default(),
-    });
-    let options = FsOptions {
-        layout: Layout::default(),
-        // Both readers' windows fit.
-        cache_bytes: 256 << 20,
-        prefetch_threads: 2,
-        views: "raw".parse().unwrap(),
-    };
-    let fs = ZarrFs::new(Hierarchy::open(store.clone()).unwrap(), options, "t.zarr");
+    // Both readers' windows fit the cache.
+    let (store, fs) = counted_fs(&dir, 256 << 20, 2);
     let ino = fs.lookup(ROOT, "a").unwrap().ino;
     let (a, b) = (fs.open(ino).unwrap(), fs.open(ino).unwrap());
     let half = data.len() as u64 / 2;

@@ -5,6 +5,7 @@
 //! Variable-length arrays render as one JSON value per line.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use base64::Engine;
@@ -379,7 +380,7 @@ pub struct View {
     max_window: u64,
     /// Open files reading this view: with more than one, a unit one of them read whole
     /// stays cached for the others.
-    readers: std::sync::atomic::AtomicUsize,
+    readers: AtomicUsize,
 }
 
 impl View {
@@ -410,7 +411,7 @@ impl View {
             elements,
             prefetcher: None,
             max_window,
-            readers: std::sync::atomic::AtomicUsize::new(0),
+            readers: AtomicUsize::new(0),
         })
     }
 
@@ -422,23 +423,20 @@ impl View {
 
     /// An open file reads this view from now on.
     pub fn opened(&self) {
-        self.readers
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.readers.fetch_add(1, Ordering::Relaxed);
     }
 
     /// An open file of this view was closed.
     pub fn closed(&self) {
-        let _ = self.readers.fetch_update(
-            std::sync::atomic::Ordering::Relaxed,
-            std::sync::atomic::Ordering::Relaxed,
-            |n| Some(n.saturating_sub(1)),
-        );
+        let _ = self
+            .readers
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// Note that `bytes` of the unit at `key` were handed out: a unit read whole leaves
     /// the cache, unless other open files read this view too.
     fn served(&self, key: &ChunkKey, bytes: usize) {
-        let alone = self.readers.load(std::sync::atomic::Ordering::Relaxed) <= 1;
+        let alone = self.readers.load(Ordering::Relaxed) <= 1;
         self.cache.served_by(key, bytes, alone);
     }
 

@@ -280,19 +280,29 @@ mod tests {
         }
     }
 
-    #[test]
-    fn files_bytes_under_the_version_they_came_with() {
-        let root = std::env::temp_dir().join(format!("zarrfs-diskcache-v-{}", std::process::id()));
+    /// An empty scratch folder for a cache, and a store holding `values`.
+    fn setup(label: &str, values: &[(&str, Vec<u8>)]) -> (PathBuf, Arc<Versioned>) {
+        let root = std::env::temp_dir().join(format!("zarrfs-{label}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let mut mem = MemoryStore::new();
-        mem.insert("c/0", vec![1u8; 100]);
-        let store = Arc::new(Versioned::new(mem));
+        for (key, value) in values {
+            mem.insert(*key, value.clone());
+        }
+        (root, Arc::new(Versioned::new(mem)))
+    }
+
+    /// A cache of `store` in `root` with a 1 MiB budget (another mount of the store).
+    fn cache_of(store: &Arc<Versioned>, root: &Path) -> DiskCache {
+        DiskCache::new(store.clone(), root, 1 << 20)
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn files_bytes_under_the_version_they_came_with() {
+        let (root, store) = setup("diskcache-v", &[("c/0", vec![1u8; 100])]);
         let fetches = || store.fetches.load(Ordering::Relaxed);
-        let open = || {
-            DiskCache::new(store.clone(), &root, 1 << 20)
-                .unwrap()
-                .unwrap()
-        };
+        let open = || cache_of(&store, &root);
         // The object changes between the HEAD (v1) and the GET (v2, new bytes).
         store.inner.lock().insert("c/0", vec![2u8; 100]);
         *store.get_tag.lock() = Some("v2".into());
@@ -314,18 +324,10 @@ mod tests {
 
     #[test]
     fn serves_again_from_disk_refetches_changed_objects_and_evicts() {
-        let root = std::env::temp_dir().join(format!("zarrfs-diskcache-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let mut mem = MemoryStore::new();
-        mem.insert("a/c/0", vec![7u8; 1000]);
-        mem.insert("a/c/1", vec![8u8; 1000]);
-        let store = Arc::new(Versioned::new(mem));
+        let values = [("a/c/0", vec![7u8; 1000]), ("a/c/1", vec![8u8; 1000])];
+        let (root, store) = setup("diskcache", &values);
         let fetches = || store.fetches.load(Ordering::Relaxed);
-        let open = || {
-            DiskCache::new(store.clone(), &root, 1 << 20)
-                .unwrap()
-                .unwrap()
-        };
+        let open = || cache_of(&store, &root);
         let first = open();
         assert_eq!(first.get("a/c/0").unwrap().unwrap(), vec![7u8; 1000]);
         assert_eq!(first.get("a/missing").unwrap(), None);
