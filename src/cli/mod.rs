@@ -20,7 +20,7 @@ use crate::daemon::io_mode::IoMode;
 use crate::daemon::logging;
 use crate::daemon::mount::MountConfig;
 use crate::error::output_error;
-use crate::fs::views::{self, ViewKind, ViewSet};
+use crate::fs::views::{self, Placement, Segment, ViewKind, ViewSet};
 use crate::fs::FsOptions;
 use crate::hierarchy::Hierarchy;
 use crate::read::array::Array;
@@ -102,24 +102,22 @@ fn parse_views(s: &str) -> std::result::Result<ViewSet, String> {
     s.parse()
 }
 
-/// What `zarrfs cat --as` writes.
-#[derive(Clone, Copy, ValueEnum)]
-enum CatFormat {
-    Raw,
-    Npy,
-    #[value(alias = "tif")]
-    Tiff,
+/// The view formats `--as` takes: array files that hold the data (`cat`), or detached
+/// headers (`header`), from the registry.
+fn view_formats(detached: bool) -> impl clap::builder::TypedValueParser<Value = ViewKind> {
+    let values = ViewKind::all()
+        .filter(move |k| k.placement() == Placement::Array && k.format().needs_raw() == detached)
+        .map(|k| clap::builder::PossibleValue::new(k.label()).aliases(k.format().aliases()));
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(values).try_map(|s| s.parse::<ViewKind>())
 }
 
-/// What `zarrfs header --as` prints.
-#[derive(Clone, Copy, ValueEnum)]
-enum HeaderFormat {
-    #[value(alias = "hdr")]
-    Envi,
-    Mhd,
-    #[value(alias = "nhdr")]
-    Nrrd,
-    Vrt,
+fn cat_formats() -> impl clap::builder::TypedValueParser<Value = ViewKind> {
+    view_formats(false)
+}
+
+fn header_formats() -> impl clap::builder::TypedValueParser<Value = ViewKind> {
+    view_formats(true)
 }
 
 fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
@@ -185,8 +183,8 @@ enum Command {
         #[command(flatten)]
         array: ArrayArgs,
         /// Write a complete file of this format: the flat bytes behind its header.
-        #[arg(long = "as", value_enum, default_value = "raw")]
-        format: CatFormat,
+        #[arg(long = "as", default_value = "raw", value_parser = cat_formats())]
+        format: ViewKind,
         /// No progress bar (shown on stderr when it is a terminal and stdout is not).
         #[arg(short, long)]
         quiet: bool,
@@ -196,8 +194,8 @@ enum Command {
     Header {
         #[command(flatten)]
         array: ArrayArgs,
-        #[arg(long = "as", value_enum)]
-        format: HeaderFormat,
+        #[arg(long = "as", value_parser = header_formats())]
+        format: ViewKind,
         /// The raw file the header points at (default: the array's name).
         #[arg(long, value_name = "NAME")]
         data_file: Option<String>,
@@ -282,39 +280,103 @@ fn open(store: &str, args: &StoreArgs, options: &[String]) -> Result<Hierarchy> 
     Hierarchy::open(crate::store::open(store, &cfg)?)
 }
 
-/// The header of view `kind` for the array `path`, or an error saying why it has none.
-fn view_header(
+/// The segments of view `kind` of the array `path` whose raw file is `data_file`
+/// (default: the array's name), or an error saying why it has none.
+fn view_segments(
     h: &Hierarchy,
     path: &str,
     kind: ViewKind,
     layout: Layout,
     data_file: Option<String>,
-) -> Result<Vec<u8>> {
-    let meta = h.array(path)?;
+) -> Result<Vec<Segment>> {
+    let path = crate::hierarchy::normalize(path);
     let name = data_file.unwrap_or_else(|| {
-        let name = path.trim_matches('/').rsplit('/').next().unwrap_or("");
+        let name = path.rsplit('/').next().unwrap_or("");
         if name.is_empty() { "array" } else { name }.to_string()
     });
-    views::header(kind, &meta, layout, &name).map_err(|why| {
-        Error::unsupported(
-            format!("/{}", path.trim_matches('/')),
-            format!("{} view: {why}", kind.label()),
-        )
+    let read = |array: &str, limit: u64| {
+        let mut out = Vec::new();
+        write_array(h, array, layout, &mut out, limit)?;
+        Ok(out)
+    };
+    let ctx = views::Context::new(h, &path, &name, layout, &read);
+    kind.format().build(&ctx)?.map_err(|why| {
+        Error::unsupported(format!("/{path}"), format!("{} view: {why}", kind.label()))
     })
 }
 
-fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat, quiet: bool) -> Result<()> {
-    let Layout { order, big_endian } = layout;
-    let header = match format {
-        CatFormat::Raw => Vec::new(),
-        CatFormat::Npy => view_header(&h, path, ViewKind::Npy, layout, None)?,
-        CatFormat::Tiff => view_header(&h, path, ViewKind::Tiff, layout, None)?,
+/// The bytes of the file `segments` make, when they can be counted.
+fn segments_size(h: &Hierarchy, segments: &[Segment]) -> Option<u64> {
+    segments.iter().try_fold(0u64, |total, segment| {
+        let len = match segment {
+            Segment::Bytes(bytes) => bytes.len() as u64,
+            Segment::Array { path, range } => {
+                let meta = h.array(path).ok()?;
+                let size = meta
+                    .shape
+                    .iter()
+                    .try_fold(meta.dtype.size()? as u64, |n, &d| n.checked_mul(d))?;
+                match range {
+                    Some((offset, len)) => (*len).min(size.saturating_sub(*offset)),
+                    None => size,
+                }
+            }
+        };
+        total.checked_add(len)
+    })
+}
+
+fn cat(h: Hierarchy, path: &str, layout: Layout, kind: ViewKind, quiet: bool) -> Result<()> {
+    // The raw file of an array of variable-length elements is its text: not a flat view.
+    let segments = if kind == ViewKind::RAW {
+        vec![Segment::array(&crate::hierarchy::normalize(path))]
+    } else {
+        view_segments(&h, path, kind, layout, None)?
     };
+    crate::daemon::memory::tune_allocator();
+    // Straight to file descriptor 1: std's stdout is line-buffered and scans for newlines.
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| Error::Invalid(format!("stdout: {e}")))?;
+    let file = BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
+    let mut out = progress::Counting {
+        inner: file,
+        bar: progress::bar(segments_size(&h, &segments), quiet),
+    };
+    for segment in segments {
+        match segment {
+            Segment::Bytes(bytes) => out.write_all(&bytes).map_err(output_error)?,
+            Segment::Array { path, range: None } => {
+                write_array(&h, &path, layout, &mut out, u64::MAX)?
+            }
+            Segment::Array { path, .. } => {
+                return Err(Error::unsupported(
+                    format!("/{path}"),
+                    "a part of an array in a view written by cat",
+                ))
+            }
+        }
+    }
+    out.flush().map_err(output_error)?;
+    out.finish();
+    Ok(())
+}
+
+/// Write the file of the array at `path` to `out`: its flat view, or the text of an array
+/// of variable-length elements; an error when the flat view is larger than `limit`.
+fn write_array(
+    h: &Hierarchy,
+    path: &str,
+    layout: Layout,
+    out: &mut impl Write,
+    limit: u64,
+) -> Result<()> {
     let meta = h.array(path)?;
     let array = Arc::new(Array::open(meta, h.store().clone())?);
     // Room for the layer of read units being streamed and the next two, decoded ahead.
     let grid = array.unit_grid();
-    let row_units: u64 = match order {
+    let row_units: u64 = match layout.order {
         Order::C => grid.iter().skip(1).product(),
         Order::F => grid.iter().rev().skip(1).product(),
     };
@@ -330,38 +392,19 @@ fn cat(h: Hierarchy, path: &str, layout: Layout, format: CatFormat, quiet: bool)
     let cache = Arc::new(ChunkCache::new(
         usize::try_from(budget).unwrap_or(usize::MAX),
     ));
-    crate::daemon::memory::tune_allocator();
-    // Straight to file descriptor 1: std's stdout is line-buffered and scans for newlines.
-    let fd = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| Error::Invalid(format!("stdout: {e}")))?;
-    let file = BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
-    let total = match array.meta.dtype.size() {
-        Some(item) if !array.meta.dtype.is_var() => array
-            .meta
-            .shape
-            .iter()
-            .try_fold(item as u64, |n, &d| n.checked_mul(d))
-            .and_then(|n| n.checked_add(header.len() as u64)),
-        _ => None,
-    };
-    let mut out = progress::Counting {
-        inner: file,
-        bar: progress::bar(total, quiet),
-    };
-    out.write_all(&header).map_err(output_error)?;
     if array.meta.dtype.is_var() {
-        write_var_lines(&array, &cache, order, &mut out)?;
-    } else {
-        let threads = h.store().caps().concurrency;
-        let view = View::new(array, cache, Layout { order, big_endian })?
-            .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE));
-        view.write_all(&mut out, 8 << 20)?;
+        if limit < u64::MAX {
+            return Err(views::too_large(path, u64::MAX, limit));
+        }
+        return write_var_lines(&array, &cache, layout.order, out);
     }
-    out.flush().map_err(output_error)?;
-    out.finish();
-    Ok(())
+    let threads = h.store().caps().concurrency;
+    let view = View::new(array, cache, layout)?
+        .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE));
+    if view.size() > limit {
+        return Err(views::too_large(path, view.size(), limit));
+    }
+    view.write_all(out, 8 << 20)
 }
 
 fn order_of(order: OrderArg) -> Order {
@@ -440,17 +483,17 @@ fn run(cli: Cli) -> Result<()> {
             data_file,
         } => {
             let h = array.hierarchy()?;
-            let kind = match format {
-                HeaderFormat::Envi => ViewKind::Envi,
-                HeaderFormat::Mhd => ViewKind::Mhd,
-                HeaderFormat::Nrrd => ViewKind::Nrrd,
-                HeaderFormat::Vrt => ViewKind::Vrt,
-            };
-            let text = view_header(&h, &array.path, kind, array.layout(), data_file)?;
-            std::io::stdout()
-                .lock()
-                .write_all(&text)
-                .map_err(output_error)
+            let segments = view_segments(&h, &array.path, format, array.layout(), data_file)?;
+            let mut out = std::io::stdout().lock();
+            for segment in segments {
+                match segment {
+                    Segment::Bytes(bytes) => out.write_all(&bytes).map_err(output_error)?,
+                    Segment::Array { path, .. } => {
+                        return Err(Error::Internal(format!("/{path}: data in a header view")))
+                    }
+                }
+            }
+            out.flush().map_err(output_error)
         }
         Command::Inspect {
             store,

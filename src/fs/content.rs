@@ -42,17 +42,69 @@ pub enum Content {
     Flat(View),
     /// Bytes held whole: variable-length text, a sidecar or a detached header.
     Bytes(Vec<u8>),
-    /// A header in front of an array's flat file (`.npy`, `.tif`): the data is the raw
-    /// file's own content, so both share one view and its cached chunks.
-    Headed { header: Vec<u8>, data: Arc<Content> },
+    /// A file made of pieces (a header in front of an array's flat file, several arrays
+    /// one after the other): an array's bytes come from its raw file's own content, so
+    /// every file of an array shares one view and its cached chunks.
+    Pieces { pieces: Vec<Piece>, size: u64 },
+}
+
+/// A piece of a [`Content::Pieces`] file and where it starts in the file.
+pub struct Piece {
+    start: u64,
+    part: Part,
+}
+
+/// What a piece holds.
+pub enum Part {
+    /// Bytes held whole.
+    Bytes(Vec<u8>),
+    /// `len` bytes from `offset` of another content (an array's flat file).
+    Range {
+        data: Arc<Content>,
+        offset: u64,
+        len: u64,
+    },
+}
+
+impl Part {
+    /// `len` bytes of `data` from `offset`, clipped to its size (all of it: `None`).
+    pub fn range(data: Arc<Content>, range: Option<(u64, u64)>) -> Part {
+        let size = data.size();
+        let (offset, len) = range.map_or((0, size), |(offset, len)| {
+            let offset = offset.min(size);
+            (offset, len.min(size - offset))
+        });
+        Part::Range { data, offset, len }
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Part::Bytes(b) => b.len() as u64,
+            Part::Range { len, .. } => *len,
+        }
+    }
 }
 
 impl Content {
+    /// A file of `parts` one after the other; an error when its size overflows.
+    pub fn of_parts(parts: Vec<Part>) -> Result<Content> {
+        let mut pieces = Vec::with_capacity(parts.len());
+        let mut size = 0u64;
+        for part in parts {
+            let len = part.len();
+            pieces.push(Piece { start: size, part });
+            size = size
+                .checked_add(len)
+                .ok_or_else(|| Error::Internal("a file larger than 16 EiB".into()))?;
+        }
+        Ok(Content::Pieces { pieces, size })
+    }
+
     pub fn size(&self) -> u64 {
         match self {
             Content::Flat(v) => v.size(),
             Content::Bytes(b) => b.len() as u64,
-            Content::Headed { header, data } => header.len() as u64 + data.size(),
+            Content::Pieces { size, .. } => *size,
         }
     }
 
@@ -61,10 +113,22 @@ impl Content {
         match self {
             Content::Flat(view) => view.read_at(cursor, offset, buf),
             Content::Bytes(b) => Ok(copy_from(b, offset, buf)),
-            Content::Headed { header, data } => {
-                let head = copy_from(header, offset, buf);
-                let at = (offset + head as u64).saturating_sub(header.len() as u64);
-                Ok(head + data.read_into(cursor, at, &mut buf[head..])?)
+            Content::Pieces { pieces, size } => {
+                let mut done = 0;
+                for (piece, within, room) in covering(pieces, *size, offset, buf.len()) {
+                    let out = &mut buf[done..done + room];
+                    let n = match &piece.part {
+                        Part::Bytes(b) => copy_from(b, within, out),
+                        Part::Range { data, offset, .. } => {
+                            data.read_into(cursor, offset + within, out)?
+                        }
+                    };
+                    done += n;
+                    if n < room {
+                        break;
+                    }
+                }
+                Ok(done)
             }
         }
     }
@@ -79,10 +143,19 @@ impl Content {
     ) -> Result<Option<UnitSlice>> {
         match self {
             Content::Flat(view) => view.read_in_place(cursor, offset, len),
-            Content::Headed { header, data } if offset >= header.len() as u64 => {
-                data.read_in_place(cursor, offset - header.len() as u64, len)
+            Content::Pieces { pieces, size } => {
+                let mut covered = covering(pieces, *size, offset, len);
+                match (covered.next(), covered.next()) {
+                    (Some((piece, within, room)), None) if room == len => match &piece.part {
+                        Part::Range { data, offset, .. } => {
+                            data.read_in_place(cursor, offset + within, len)
+                        }
+                        Part::Bytes(_) => Ok(None),
+                    },
+                    _ => Ok(None),
+                }
             }
-            _ => Ok(None),
+            Content::Bytes(_) => Ok(None),
         }
     }
 
@@ -91,32 +164,76 @@ impl Content {
         match self {
             Content::Flat(view) => view.read_now(cursor, offset, buf),
             Content::Bytes(b) => Ok(Now::Copied(copy_from(b, offset, buf))),
-            Content::Headed { header, data } if offset >= header.len() as u64 => {
-                data.read_now(cursor, offset - header.len() as u64, buf)
-            }
-            Content::Headed { header, data } => {
-                let head = copy_from(header, offset, buf);
-                Ok(match data.read_now(cursor, 0, &mut buf[head..])? {
-                    Now::InPlace(slice) => {
-                        let bytes = slice.bytes();
-                        buf[head..head + bytes.len()].copy_from_slice(bytes);
-                        Now::Copied(head + bytes.len())
+            Content::Pieces { pieces, size } => {
+                let mut done = 0;
+                for (piece, within, room) in covering(pieces, *size, offset, buf.len()) {
+                    let out = &mut buf[done..done + room];
+                    let n = match &piece.part {
+                        Part::Bytes(b) => copy_from(b, within, out),
+                        Part::Range { data, offset, .. } => {
+                            match data.read_now(cursor, offset + within, out)? {
+                                Now::InPlace(slice) => {
+                                    let bytes = slice.bytes();
+                                    let n = bytes.len().min(room);
+                                    out[..n].copy_from_slice(&bytes[..n]);
+                                    n
+                                }
+                                Now::Copied(n) => n,
+                                Now::Later => return Ok(Now::Later),
+                            }
+                        }
+                    };
+                    done += n;
+                    if n < room {
+                        break;
                     }
-                    Now::Copied(n) => Now::Copied(head + n),
-                    Now::Later => Now::Later,
-                })
+                }
+                Ok(Now::Copied(done))
             }
         }
     }
 
-    /// The array's flat view behind this file, if it has one.
+    /// The array's flat view behind this file, if it has one (the first, for a file of
+    /// several arrays).
     pub fn view(&self) -> Option<&View> {
+        self.views().next()
+    }
+
+    /// Every array's flat view behind this file.
+    pub fn views(&self) -> Box<dyn Iterator<Item = &View> + '_> {
         match self {
-            Content::Flat(view) => Some(view),
-            Content::Headed { data, .. } => data.view(),
-            Content::Bytes(_) => None,
+            Content::Flat(view) => Box::new(std::iter::once(view)),
+            Content::Bytes(_) => Box::new(std::iter::empty()),
+            Content::Pieces { pieces, .. } => {
+                Box::new(pieces.iter().flat_map(|piece| match &piece.part {
+                    Part::Range { data, .. } => data.views(),
+                    Part::Bytes(_) => Box::new(std::iter::empty()),
+                }))
+            }
         }
     }
+}
+
+/// The pieces a read of `len` bytes from `offset` covers, each with the offset within
+/// it and the bytes it gives (the read clipped to the file's `size`).
+fn covering(
+    pieces: &[Piece],
+    size: u64,
+    offset: u64,
+    len: usize,
+) -> impl Iterator<Item = (&Piece, u64, usize)> {
+    let end = offset.saturating_add(len as u64).min(size);
+    let first = pieces
+        .partition_point(|p| p.start <= offset)
+        .saturating_sub(1);
+    pieces[first.min(pieces.len())..]
+        .iter()
+        .take_while(move |p| p.start < end)
+        .filter_map(move |p| {
+            let from = offset.max(p.start);
+            let to = end.min(p.start + p.part.len());
+            (to > from).then(|| (p, from - p.start, (to - from) as usize))
+        })
 }
 
 /// Copy what `bytes` holds from `offset` into `buf`; the bytes copied.

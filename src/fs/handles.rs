@@ -27,7 +27,7 @@ pub struct Handles {
 impl Handles {
     /// A new handle on `content`; its number.
     pub fn open(&self, content: Arc<Content>) -> u64 {
-        if let Some(view) = content.view() {
+        for view in content.views() {
             view.opened();
         }
         let fh = self.last.fetch_add(1, Ordering::Relaxed) + 1;
@@ -48,7 +48,7 @@ impl Handles {
         let Some(handle) = self.open.write().remove(&fh) else {
             return false;
         };
-        if let Some(view) = handle.content.view() {
+        for view in handle.content.views() {
             view.closed();
         }
         true

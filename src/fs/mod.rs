@@ -19,14 +19,14 @@ use parking_lot::Mutex;
 use crate::hierarchy::{Hierarchy, NodeKind};
 use crate::read::cache::ChunkCache;
 use crate::read::prefetch::Prefetcher;
-use crate::read::view::Layout;
+use crate::read::view::{Cursor, Layout};
 pub use crate::read::view::{Now, UnitSlice};
 use crate::{Error, Result};
-use content::Content;
+use content::{Content, Part};
 use handles::{Handle, Handles};
 use inode::{Entry, Inodes, Node};
 pub use inode::{TreeId, ROOT};
-use views::{ViewKind, ViewSet};
+use views::{Context, Placement, Segment, ViewKind, ViewSet};
 
 /// What kind of file an inode is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub struct DirEntry {
 }
 
 /// Settings of the file views.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FsOptions {
     pub layout: Layout,
     pub cache_bytes: usize,
@@ -131,7 +131,7 @@ impl ZarrFs {
             inodes: Inodes::new(),
             handles: Handles::default(),
             root_array,
-            views: options.views,
+            views: options.views.clone(),
             flats: Mutex::new(HashMap::new()),
             absent: Mutex::new(HashMap::new()),
         }
@@ -145,19 +145,29 @@ impl ZarrFs {
         }
     }
 
-    /// The header of view `kind` of the array at `path`, or why it has none.
-    fn view_header(
-        &self,
-        path: &str,
-        kind: ViewKind,
-    ) -> Result<std::result::Result<Vec<u8>, String>> {
-        let meta = self.hierarchy.array(path)?;
-        Ok(views::header(
-            kind,
-            &meta,
-            self.layout,
-            &self.file_name(path),
-        ))
+    /// The segments of view `kind` of the node at `path`, or why it has none.
+    fn view_build(&self, path: &str, kind: ViewKind) -> Result<views::Built> {
+        let name = match kind.placement() {
+            Placement::Array => self.file_name(path),
+            Placement::Group => path.rsplit('/').next().unwrap_or(path).to_string(),
+        };
+        let read = |array: &str, limit: u64| self.array_bytes(array, limit);
+        let ctx = Context::new(&self.hierarchy, path, &name, self.layout, &read);
+        kind.format().build(&ctx)
+    }
+
+    /// The whole file of the array at `path` when it holds at most `limit` bytes, read
+    /// through the mount's cache (for view formats that look at small arrays).
+    fn array_bytes(&self, path: &str, limit: u64) -> Result<Vec<u8>> {
+        let data = self.flat(path)?;
+        let size = data.size();
+        if size > limit {
+            return Err(views::too_large(path, size, limit));
+        }
+        let mut buf = crate::store::value_buffer(path, size)?;
+        let n = data.read_into(&Cursor::default(), 0, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
     }
 
     /// Why view `kind` of the array at `path` has no file; `None` when it has one. Not
@@ -167,8 +177,8 @@ impl ZarrFs {
         if let Some(absent) = self.absent.lock().get(&key) {
             return absent.clone();
         }
-        let absent = match self.view_header(path, kind) {
-            Ok(header) => header.err(),
+        let absent = match self.view_build(path, kind) {
+            Ok(built) => built.err(),
             Err(e) => return Some(e.to_string()),
         };
         self.absent.lock().insert(key, absent.clone());
@@ -190,7 +200,7 @@ impl ZarrFs {
         if self.views.shows_raw() {
             out.push((name.to_string(), Node::Array(path.to_string())));
         }
-        for kind in self.views.extra() {
+        for kind in self.views.extra(Placement::Array) {
             let file = kind.file_name(name);
             if taken.contains(&file) {
                 log::debug!("/{path}: view {file:?} left out: a node has that name");
@@ -204,15 +214,45 @@ impl ZarrFs {
         out
     }
 
-    /// The view file `name` in directory `dir`, if it names an available view of an array.
+    /// The view file `name` in directory `dir`, if it names an available view of an array
+    /// or a group there.
     fn find_view(&self, dir: &str, name: &str) -> Option<Node> {
-        self.views.extra().find_map(|kind| {
-            let array = name.strip_suffix(kind.suffix())?;
-            let path = join(dir, array);
-            let is_array =
-                !array.is_empty() && self.hierarchy.kind_of(&path) == Some(NodeKind::Array);
-            (is_array && self.view_absent(&path, kind).is_none()).then_some(Node::View(path, kind))
-        })
+        self.views
+            .kinds()
+            .filter(|k| *k != ViewKind::RAW)
+            .find_map(|kind| {
+                let node = name.strip_suffix(kind.suffix())?;
+                let path = join(dir, node);
+                let placed = match (kind.placement(), self.hierarchy.kind_of(&path)) {
+                    (Placement::Array, Some(NodeKind::Array)) => true,
+                    (Placement::Group, Some(found)) => found.is_group(),
+                    _ => false,
+                };
+                let found = !node.is_empty() && placed && self.view_absent(&path, kind).is_none();
+                found.then_some(Node::View(path, kind))
+            })
+    }
+
+    /// The group-placed view files of the group at `path` named `name`.
+    fn group_entries(
+        &self,
+        name: &str,
+        path: &str,
+        taken: &HashSet<String>,
+    ) -> Vec<(String, Node)> {
+        let mut out = Vec::new();
+        for kind in self.views.extra(Placement::Group) {
+            let file = kind.file_name(name);
+            if taken.contains(&file) {
+                log::debug!("/{path}: view {file:?} left out: a node has that name");
+                continue;
+            }
+            match self.view_absent(path, kind) {
+                None => out.push((file, Node::View(path.to_string(), kind))),
+                Some(why) => log::debug!("/{path}: no {} view: {why}", kind.label()),
+            }
+        }
+        out
     }
 
     /// The entries of the directory at `dir`, with the node each name stands for.
@@ -231,6 +271,7 @@ impl ZarrFs {
             if kind == NodeKind::Array {
                 names.extend(self.array_entries(&name, &path, &taken));
             } else {
+                names.extend(self.group_entries(&name, &path, &taken));
                 names.push((name, Node::Dir(path)));
             }
         }
@@ -389,17 +430,20 @@ impl ZarrFs {
         Ok(match node {
             Node::Array(path) => return Err(Error::Internal(format!("/{path}: raw file"))),
             Node::View(path, kind) => {
-                let header = self.view_header(path, *kind)?.map_err(|why| {
+                let mut segments = self.view_build(path, *kind)?.map_err(|why| {
                     Error::unsupported(format!("/{path}"), format!("{} view: {why}", kind.label()))
                 })?;
-                if kind.is_headed() {
-                    Content::Headed {
-                        header,
-                        data: self.flat(path)?,
-                    }
-                } else {
-                    Content::Bytes(header)
+                if let [Segment::Bytes(bytes)] = segments.as_mut_slice() {
+                    return Ok(Content::Bytes(std::mem::take(bytes)));
                 }
+                let parts = segments
+                    .into_iter()
+                    .map(|segment| match segment {
+                        Segment::Bytes(bytes) => Ok(Part::Bytes(bytes)),
+                        Segment::Array { path, range } => Ok(Part::range(self.flat(&path)?, range)),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Content::of_parts(parts)?
             }
             Node::ArraySidecar(path) => content::array_sidecar(&self.hierarchy, path, self.layout)?,
             Node::GroupSidecar(path) => content::group_sidecar(&self.hierarchy, path)?,
@@ -532,7 +576,7 @@ impl ZarrFs {
         if self.views.shows_raw() {
             lines.push(format!("raw: {name}"));
         }
-        for kind in self.views.extra() {
+        for kind in self.views.extra(Placement::Array) {
             let state = match self.view_absent(path, kind) {
                 None => kind.file_name(&name),
                 Some(why) => format!("absent ({why})"),

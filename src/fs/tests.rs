@@ -691,3 +691,73 @@ fn forgotten_inodes_go_and_their_names_find_new_ones() {
     assert!(fs.getattr(ROOT).is_ok());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Write a v2 array of `dtype` and `shape` in one uncompressed chunk holding `data`.
+fn write_v2_array(dir: &std::path::Path, dtype: &str, shape: usize, data: &[u8]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let zarray = format!(
+        r#"{{"zarr_format": 2, "shape": [{shape}], "chunks": [{shape}], "dtype": "{dtype}",
+            "compressor": null, "filters": null, "fill_value": 0, "order": "C"}}"#
+    );
+    std::fs::write(dir.join(".zarray"), zarray).unwrap();
+    std::fs::write(dir.join("0"), data).unwrap();
+}
+
+#[test]
+fn a_format_from_one_file_and_one_registry_line_builds_a_file_of_two_arrays() {
+    let dir = std::env::temp_dir().join(format!("zarrfs-concat-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("pair")).unwrap();
+    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    std::fs::write(dir.join("pair/.zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    std::fs::write(dir.join("pair/.zattrs"), r#"{"title": "two arrays"}"#).unwrap();
+    let a: Vec<u8> = [1i16, -2, 300]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let b = vec![7u8, 8, 9, 10];
+    write_v2_array(&dir.join("pair/a"), "<i2", 3, &a);
+    write_v2_array(&dir.join("pair/b"), "|u1", 4, &b);
+    // A group with one array has no such file.
+    write_v2_array(&dir.join("single/only"), "|u1", 2, &[1, 2]);
+    std::fs::write(dir.join("single/.zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+
+    let fs = fs_with_views(&dir, Order::C, false, "raw,concat");
+    let listed = names(&fs, ROOT);
+    assert!(listed.contains(&"pair.cat".to_string()), "{listed:?}");
+    assert!(!listed.contains(&"single.cat".to_string()), "{listed:?}");
+    assert_eq!(
+        fs.lookup(ROOT, "single.cat").unwrap_err().errno(),
+        libc::ENOENT
+    );
+    let cat = fs.lookup(ROOT, "pair.cat").unwrap();
+    let mut expected = b"CAT two arrays\n".to_vec();
+    expected.extend_from_slice(&a);
+    expected.extend_from_slice(&b);
+    expected.extend_from_slice(&a);
+    assert_eq!(cat.size, expected.len() as u64);
+    let fh = fs.open(cat.ino).unwrap();
+    assert_eq!(fs.read(fh, 0, 4096).unwrap(), expected);
+    // Every offset and length, across the pieces' edges and past the end.
+    for offset in 0..=expected.len() as u64 + 2 {
+        for len in 0..=expected.len() + 2 {
+            let got = fs.read(fh, offset, len).unwrap();
+            let from = (offset as usize).min(expected.len());
+            let to = (from + len).min(expected.len());
+            assert_eq!(got, &expected[from..to], "read {offset}+{len}");
+        }
+    }
+    fs.release(fh);
+    // The arrays' bytes come from their raw files' shared views.
+    let group = fs.lookup(ROOT, "pair").unwrap().ino;
+    let raw_a = fs.lookup(group, "a").unwrap().ino;
+    assert_eq!(whole(&fs, raw_a), a);
+    // Without the format listed, no such file.
+    let plain = fs_over(&dir, Order::C, false);
+    assert!(!names(&plain, ROOT).contains(&"pair.cat".to_string()));
+    assert_eq!(
+        plain.lookup(ROOT, "pair.cat").unwrap_err().errno(),
+        libc::ENOENT
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

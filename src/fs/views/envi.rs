@@ -2,9 +2,33 @@
 //! band-sequential, samples the fastest file axis, lines the next, bands the rest.
 
 use super::scalar::Scalar;
-use super::{file_shape, non_empty, Absent};
+use super::{file_shape, non_empty, Absent, Built, Context, ViewFormat};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
+
+pub struct Envi;
+
+impl ViewFormat for Envi {
+    fn name(&self) -> &'static str {
+        "envi"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["hdr"]
+    }
+
+    fn suffix(&self) -> &'static str {
+        ".hdr"
+    }
+
+    fn needs_raw(&self) -> bool {
+        true
+    }
+
+    fn build(&self, ctx: &Context) -> crate::Result<Built> {
+        ctx.detached(|meta, layout, _| header(meta, layout))
+    }
+}
 
 /// ENVI's `data type` code of each element type it has.
 fn code(scalar: Scalar) -> Option<u8> {

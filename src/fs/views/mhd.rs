@@ -3,9 +3,29 @@
 //! are two channels.
 
 use super::scalar::Scalar;
-use super::{file_shape, non_empty, Absent};
+use super::{file_shape, non_empty, Absent, Built, Context, ViewFormat};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
+
+pub struct Mhd;
+
+impl ViewFormat for Mhd {
+    fn name(&self) -> &'static str {
+        "mhd"
+    }
+
+    fn suffix(&self) -> &'static str {
+        ".mhd"
+    }
+
+    fn needs_raw(&self) -> bool {
+        true
+    }
+
+    fn build(&self, ctx: &Context) -> crate::Result<Built> {
+        ctx.detached(header)
+    }
+}
 
 /// The most dimensions MetaIO reads.
 const MAX_DIMS: usize = 10;

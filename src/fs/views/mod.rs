@@ -1,149 +1,206 @@
-//! The files an array shows besides (or instead of) its raw flat file: a complete `.npy`
-//! or TIFF (a header in front of the raw bytes) and detached headers beside the raw file
+//! The files an array (or a group) shows besides its raw flat file: a complete `.npy` or
+//! TIFF (a header in front of the raw bytes) and detached headers beside the raw file
 //! (ENVI `.hdr`, MetaImage `.mhd`, NRRD `.nhdr`, GDAL `.vrt`), so that numpy, GDAL,
-//! ImageJ, ITK and ENVI open an array with no parameters. Headers are built from the
-//! normalized metadata here, one small file per format; data bytes always come from the
-//! array's one flat view.
+//! ImageJ, ITK and ENVI open an array with no parameters.
+//!
+//! Each format is one small file holding a [`ViewFormat`] and one line in [`FORMATS`]:
+//! its name, suffix, aliases, where its file sits, and how it builds the file from a
+//! [`Context`] (the node, its parents' attributes, sibling arrays). A file is a list of
+//! [`Segment`]s: literal bytes, or byte ranges of arrays' flat views, which the
+//! filesystem serves from the arrays' one shared view each.
 
+mod context;
 mod envi;
 mod mhd;
 mod npy;
 mod nrrd;
+mod raw;
 mod scalar;
+#[cfg(test)]
+mod test_concat;
 mod tiff;
 mod vrt;
 
 use std::fmt;
 use std::str::FromStr;
 
+pub use context::{too_large, Context};
+
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
+use crate::Result;
 
 /// Image planes (TIFF pages, VRT bands) a header may describe at most: the header is held
 /// in memory, about 250 bytes a plane.
 pub const MAX_PLANES: u64 = 1 << 16;
 
-/// One way of showing an array as a file.
+/// Every view format, in the order listings and `--views all` name them. A new format is
+/// one file and one line here.
+static FORMATS: &[&dyn ViewFormat] = &[
+    &raw::Raw,
+    &npy::Npy,
+    &tiff::Tiff,
+    &envi::Envi,
+    &mhd::Mhd,
+    &nrrd::Nrrd,
+    &vrt::Vrt,
+    #[cfg(test)]
+    &test_concat::Concat,
+];
+
+/// Why a view is absent for a node.
+pub type Absent = String;
+
+/// What a format builds for a node: the file's segments, or why it has no file.
+pub type Built = std::result::Result<Vec<Segment>, Absent>;
+
+/// A piece of a view's file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// Bytes held whole (a header, a trailer).
+    Bytes(Vec<u8>),
+    /// `len` bytes from `offset` of the flat view of the array at node path `path`
+    /// (`None`: the whole view).
+    Array {
+        path: String,
+        range: Option<(u64, u64)>,
+    },
+}
+
+impl Segment {
+    /// The whole flat view of the array at `path`.
+    pub fn array(path: &str) -> Segment {
+        Segment::Array {
+            path: path.to_string(),
+            range: None,
+        }
+    }
+}
+
+/// Where a format's file sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ViewKind {
-    Raw,
-    Npy,
-    Tiff,
-    Envi,
-    Mhd,
-    Nrrd,
-    Vrt,
+pub enum Placement {
+    /// Beside an array's raw file: the array's name and the suffix.
+    Array,
+    /// Beside a group's folder, in the group's parent: the group's name and the suffix.
+    Group,
+}
+
+/// One way of showing a node as a file.
+pub trait ViewFormat: Send + Sync {
+    /// The name used in `--views` and `--as`.
+    fn name(&self) -> &'static str;
+    /// Other names accepted for it.
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// What the file's name adds to the node's name.
+    fn suffix(&self) -> &'static str;
+    /// Where the file sits.
+    fn placement(&self) -> Placement {
+        Placement::Array
+    }
+    /// A header file that names the raw file, which must then be shown too.
+    fn needs_raw(&self) -> bool {
+        false
+    }
+    /// The file for the node of `ctx`, or why there is none; an error when what the
+    /// format needs to know could not be read.
+    fn build(&self, ctx: &Context) -> Result<Built>;
+}
+
+/// A format of [`FORMATS`], by its place there.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ViewKind(usize);
+
+impl fmt::Debug for ViewKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
 }
 
 impl ViewKind {
-    pub const ALL: [ViewKind; 7] = [
-        ViewKind::Raw,
-        ViewKind::Npy,
-        ViewKind::Tiff,
-        ViewKind::Envi,
-        ViewKind::Mhd,
-        ViewKind::Nrrd,
-        ViewKind::Vrt,
-    ];
+    /// The array's own flat file.
+    pub const RAW: ViewKind = ViewKind(0);
+
+    /// Every format.
+    pub fn all() -> impl Iterator<Item = ViewKind> {
+        (0..FORMATS.len()).map(ViewKind)
+    }
+
+    pub fn format(self) -> &'static dyn ViewFormat {
+        FORMATS[self.0]
+    }
 
     /// The name used in `--views` and `--as`.
     pub fn label(self) -> &'static str {
-        match self {
-            ViewKind::Raw => "raw",
-            ViewKind::Npy => "npy",
-            ViewKind::Tiff => "tiff",
-            ViewKind::Envi => "envi",
-            ViewKind::Mhd => "mhd",
-            ViewKind::Nrrd => "nrrd",
-            ViewKind::Vrt => "vrt",
-        }
+        self.format().name()
     }
 
-    /// What the view's file name adds to the array's name.
+    /// What the view's file name adds to the node's name.
     pub fn suffix(self) -> &'static str {
-        match self {
-            ViewKind::Raw => "",
-            ViewKind::Npy => ".npy",
-            ViewKind::Tiff => ".tif",
-            ViewKind::Envi => ".hdr",
-            ViewKind::Mhd => ".mhd",
-            ViewKind::Nrrd => ".nhdr",
-            ViewKind::Vrt => ".vrt",
-        }
+        self.format().suffix()
     }
 
-    /// The view's file name for the array file `name`.
+    /// The view's file name for the node file `name`.
     pub fn file_name(self, name: &str) -> String {
         format!("{name}{}", self.suffix())
     }
 
-    /// A header in front of the raw bytes, in one file (`.npy`, `.tif`).
-    pub fn is_headed(self) -> bool {
-        matches!(self, ViewKind::Npy | ViewKind::Tiff)
+    pub fn placement(self) -> Placement {
+        self.format().placement()
     }
 
-    /// A header file that points at the raw file, which must then be shown too.
-    pub fn is_detached(self) -> bool {
-        matches!(
-            self,
-            ViewKind::Envi | ViewKind::Mhd | ViewKind::Nrrd | ViewKind::Vrt
-        )
-    }
-
-    fn bit(self) -> u8 {
-        1 << self as u8
+    /// The names of every format, for messages.
+    fn names() -> String {
+        let names: Vec<&str> = Self::all().map(ViewKind::label).collect();
+        names.join(", ")
     }
 }
 
 impl FromStr for ViewKind {
     type Err = String;
 
-    fn from_str(s: &str) -> Result<ViewKind, String> {
+    /// A format by its name or one of its aliases, in any case.
+    fn from_str(s: &str) -> std::result::Result<ViewKind, String> {
         let s = s.trim().to_ascii_lowercase();
-        let s = match s.as_str() {
-            "tif" => "tiff",
-            "hdr" => "envi",
-            "nhdr" => "nrrd",
-            other => other,
-        };
-        ViewKind::ALL
-            .into_iter()
-            .find(|k| k.label() == s)
-            .ok_or_else(|| {
-                format!("unknown view {s:?}: one of raw, npy, tiff, envi, mhd, nrrd, vrt, all")
-            })
+        ViewKind::all()
+            .find(|k| k.label() == s || k.format().aliases().contains(&s.as_str()))
+            .ok_or_else(|| format!("unknown view {s:?}: one of {}, all", ViewKind::names()))
     }
 }
 
 /// The views a mount shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ViewSet(u8);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewSet(Vec<ViewKind>);
 
 impl Default for ViewSet {
     /// The raw file only.
     fn default() -> ViewSet {
-        ViewSet(ViewKind::Raw.bit())
+        ViewSet(vec![ViewKind::RAW])
     }
 }
 
 impl ViewSet {
-    pub fn contains(self, kind: ViewKind) -> bool {
-        self.0 & kind.bit() != 0
+    pub fn contains(&self, kind: ViewKind) -> bool {
+        self.0.contains(&kind)
     }
 
-    /// The views listed, in a fixed order.
-    pub fn kinds(self) -> impl Iterator<Item = ViewKind> {
-        ViewKind::ALL.into_iter().filter(move |k| self.contains(*k))
+    /// The views listed, in the registry's order.
+    pub fn kinds(&self) -> impl Iterator<Item = ViewKind> + '_ {
+        self.0.iter().copied()
     }
 
     /// Whether the raw file is shown: asked for, or needed by a detached header.
-    pub fn shows_raw(self) -> bool {
-        self.kinds().any(|k| k == ViewKind::Raw || k.is_detached())
+    pub fn shows_raw(&self) -> bool {
+        self.kinds()
+            .any(|k| k == ViewKind::RAW || k.format().needs_raw())
     }
 
-    /// The views other than the raw file.
-    pub fn extra(self) -> impl Iterator<Item = ViewKind> {
-        self.kinds().filter(|k| *k != ViewKind::Raw)
+    /// The views other than the raw file placed as `placement` says.
+    pub fn extra(&self, placement: Placement) -> impl Iterator<Item = ViewKind> + '_ {
+        self.kinds()
+            .filter(move |k| *k != ViewKind::RAW && k.placement() == placement)
     }
 }
 
@@ -151,19 +208,21 @@ impl FromStr for ViewSet {
     type Err = String;
 
     /// A list such as `raw,npy,tiff` or `all` (`:` also separates, for `-o views=npy:tiff`).
-    fn from_str(s: &str) -> Result<ViewSet, String> {
-        let mut bits = 0u8;
+    fn from_str(s: &str) -> std::result::Result<ViewSet, String> {
+        let mut kinds = Vec::new();
         for part in s.split([',', ':']).map(str::trim).filter(|p| !p.is_empty()) {
             if part.eq_ignore_ascii_case("all") {
-                bits |= ViewKind::ALL.iter().map(|k| k.bit()).fold(0, |a, b| a | b);
+                kinds.extend(ViewKind::all());
             } else {
-                bits |= part.parse::<ViewKind>()?.bit();
+                kinds.push(part.parse::<ViewKind>()?);
             }
         }
-        if bits == 0 {
+        if kinds.is_empty() {
             return Err("no views listed".into());
         }
-        Ok(ViewSet(bits))
+        kinds.sort_unstable();
+        kinds.dedup();
+        Ok(ViewSet(kinds))
     }
 }
 
@@ -171,33 +230,6 @@ impl fmt::Display for ViewSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let labels: Vec<&str> = self.kinds().map(ViewKind::label).collect();
         f.write_str(&labels.join(","))
-    }
-}
-
-/// Why a view is absent for an array.
-pub type Absent = String;
-
-/// The header of view `kind` for an array with metadata `meta`, served in `layout`, whose
-/// raw file is named `data_file`: the bytes in front of the data for headed views, the
-/// whole file for detached ones, nothing for the raw view. An error says why the format
-/// cannot describe this array.
-pub fn header(
-    kind: ViewKind,
-    meta: &ArrayMetadata,
-    layout: Layout,
-    data_file: &str,
-) -> Result<Vec<u8>, Absent> {
-    if meta.dtype.is_var() {
-        return Err("variable-length elements have no flat view".into());
-    }
-    match kind {
-        ViewKind::Raw => Ok(Vec::new()),
-        ViewKind::Npy => npy::header(meta, layout),
-        ViewKind::Tiff => tiff::header(meta, layout),
-        ViewKind::Envi => envi::header(meta, layout),
-        ViewKind::Mhd => mhd::header(meta, layout, data_file),
-        ViewKind::Nrrd => nrrd::header(meta, layout, data_file),
-        ViewKind::Vrt => vrt::header(meta, layout, data_file),
     }
 }
 
@@ -212,7 +244,7 @@ fn file_shape(meta: &ArrayMetadata, layout: Layout) -> Vec<u64> {
 }
 
 /// Fail for an array with no elements: image formats need every size at least 1.
-fn non_empty(meta: &ArrayMetadata) -> Result<(), Absent> {
+fn non_empty(meta: &ArrayMetadata) -> std::result::Result<(), Absent> {
     if meta.shape.contains(&0) {
         Err("the array has no elements".into())
     } else {
@@ -225,20 +257,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn view_lists_parse_with_commas_colons_and_all() {
+    fn view_lists_parse_with_commas_colons_aliases_and_all() {
         let set: ViewSet = "npy:tiff".parse().unwrap();
         assert_eq!(set.to_string(), "npy,tiff");
         assert!(!set.shows_raw());
         let set: ViewSet = "npy,envi".parse().unwrap();
         assert!(set.shows_raw(), "a detached header needs the raw file");
         let all: ViewSet = "all".parse().unwrap();
-        assert_eq!(all.to_string(), "raw,npy,tiff,envi,mhd,nrrd,vrt");
+        let every: Vec<&str> = ViewKind::all().map(ViewKind::label).collect();
+        assert_eq!(all.to_string(), every.join(","));
+        assert!(all
+            .to_string()
+            .starts_with("raw,npy,tiff,envi,mhd,nrrd,vrt"));
         assert_eq!(
-            "TIF,hdr".parse::<ViewSet>().unwrap().to_string(),
-            "tiff,envi"
+            "TIF,hdr,nhdr".parse::<ViewSet>().unwrap().to_string(),
+            "tiff,envi,nrrd"
+        );
+        assert_eq!(
+            "vrt,npy,vrt".parse::<ViewSet>().unwrap().to_string(),
+            "npy,vrt"
         );
         assert!("npy,jpeg".parse::<ViewSet>().is_err());
         assert!("".parse::<ViewSet>().is_err());
         assert_eq!(ViewSet::default().to_string(), "raw");
+    }
+
+    #[test]
+    fn every_format_has_a_distinct_name_suffix_and_aliases() {
+        let mut seen = std::collections::HashSet::new();
+        for kind in ViewKind::all() {
+            let f = kind.format();
+            for name in std::iter::once(f.name()).chain(f.aliases().iter().copied()) {
+                assert!(seen.insert(name.to_string()), "{name} named twice");
+                assert_eq!(name.parse::<ViewKind>().unwrap(), kind);
+            }
+        }
+        let suffixes: std::collections::HashSet<(&str, Placement)> = ViewKind::all()
+            .map(|k| (k.suffix(), k.placement()))
+            .collect();
+        assert_eq!(suffixes.len(), ViewKind::all().count());
     }
 }

@@ -5,8 +5,25 @@
 use std::fmt::Write;
 
 use super::Absent;
+use super::{Built, Context, ViewFormat};
 use crate::metadata::{ArrayMetadata, DataType, Field};
 use crate::read::view::{Layout, Order};
+
+pub struct Npy;
+
+impl ViewFormat for Npy {
+    fn name(&self) -> &'static str {
+        "npy"
+    }
+
+    fn suffix(&self) -> &'static str {
+        ".npy"
+    }
+
+    fn build(&self, ctx: &Context) -> crate::Result<Built> {
+        ctx.headed(header)
+    }
+}
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 /// numpy aligns the data start to this.

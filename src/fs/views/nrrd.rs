@@ -3,9 +3,33 @@
 //! fastest axis of two (kind `complex`).
 
 use super::scalar::Scalar;
-use super::{file_shape, non_empty, Absent};
+use super::{file_shape, non_empty, Absent, Built, Context, ViewFormat};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
+
+pub struct Nrrd;
+
+impl ViewFormat for Nrrd {
+    fn name(&self) -> &'static str {
+        "nrrd"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["nhdr"]
+    }
+
+    fn suffix(&self) -> &'static str {
+        ".nhdr"
+    }
+
+    fn needs_raw(&self) -> bool {
+        true
+    }
+
+    fn build(&self, ctx: &Context) -> crate::Result<Built> {
+        ctx.detached(header)
+    }
+}
 
 /// NRRD's most dimensions (`NRRD_DIM_MAX`).
 const MAX_DIMS: usize = 16;

@@ -4,9 +4,29 @@
 //! ImageDescription carries the array's shape as JSON, so readers can restore it.
 
 use super::scalar::Scalar;
-use super::{non_empty, Absent, MAX_PLANES};
+use super::{non_empty, Absent, Built, Context, ViewFormat, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
+
+pub struct Tiff;
+
+impl ViewFormat for Tiff {
+    fn name(&self) -> &'static str {
+        "tiff"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["tif"]
+    }
+
+    fn suffix(&self) -> &'static str {
+        ".tif"
+    }
+
+    fn build(&self, ctx: &Context) -> crate::Result<Built> {
+        ctx.headed(header)
+    }
+}
 
 /// The data starts on a page boundary of the file, so reads of the data part line up
 /// with the raw file's pages.

@@ -5,9 +5,29 @@
 use std::fmt::Write;
 
 use super::scalar::Scalar;
-use super::{non_empty, Absent, MAX_PLANES};
+use super::{non_empty, Absent, Built, Context, ViewFormat, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
+
+pub struct Vrt;
+
+impl ViewFormat for Vrt {
+    fn name(&self) -> &'static str {
+        "vrt"
+    }
+
+    fn suffix(&self) -> &'static str {
+        ".vrt"
+    }
+
+    fn needs_raw(&self) -> bool {
+        true
+    }
+
+    fn build(&self, ctx: &Context) -> crate::Result<Built> {
+        ctx.detached(header)
+    }
+}
 
 /// GDAL 3.6's raster data type of each element type it has.
 fn data_type(scalar: Scalar) -> Option<&'static str> {
