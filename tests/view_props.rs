@@ -233,6 +233,7 @@ fn build(case: &Case) -> (Arc<Array>, Vec<bool>) {
         attributes: Map::new(),
         dimension_names: None,
         dtype_json: Value::Null,
+        version: zarrfs::store::Version::Unknown,
     };
     let repr = ChunkRepr {
         shape: case.chunks.clone(),

@@ -227,6 +227,7 @@ pub fn parse_array(doc: &Value, path: &str, key: &str) -> Result<NodeMetadata> {
         attributes,
         dimension_names: None,
         dtype_json,
+        version: crate::store::Version::Unknown,
     };
     meta.validate()?;
     Ok(NodeMetadata::Array(Box::new(meta)))

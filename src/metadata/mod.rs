@@ -5,6 +5,7 @@ pub mod draft;
 pub mod dtype;
 pub mod fill;
 pub mod json;
+pub mod layout;
 pub mod v2;
 pub mod v3;
 
@@ -142,6 +143,9 @@ pub struct ArrayMetadata {
     pub dimension_names: Option<Vec<Value>>,
     /// The data type as written in the metadata.
     pub dtype_json: Value,
+    /// The version of the documents it was read from (set by whoever read them): with
+    /// the node's path, what names this version of the array in caches.
+    pub version: crate::store::Version,
 }
 
 impl ArrayMetadata {

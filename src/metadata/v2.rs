@@ -87,6 +87,7 @@ pub fn parse_array(
             .unwrap_or_default(),
         dimension_names: None,
         dtype_json,
+        version: crate::store::Version::Unknown,
     };
     meta.validate()?;
     Ok(meta)

@@ -100,6 +100,7 @@ fn parse_array(doc: &Value, path: &str, key: &str) -> Result<ArrayMetadata> {
             .and_then(Value::as_array)
             .cloned(),
         dtype_json,
+        version: crate::store::Version::Unknown,
     };
     meta.validate()?;
     Ok(meta)

@@ -16,8 +16,6 @@ use crate::metadata::ArrayMetadata;
 use crate::read::shard_spans::ShardSpans;
 use crate::store::{ByteRange, Store};
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
 type ShardIndex = Arc<Vec<(u64, u64)>>;
 
 /// An openable, readable array.
@@ -68,7 +66,7 @@ impl Array {
         };
         let capacity = NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN);
         Ok(Array {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: super::scope::array_id(&store, &meta),
             meta,
             store,
             chain,
@@ -81,7 +79,7 @@ impl Array {
         })
     }
 
-    /// A process-unique id (cache keys).
+    /// The id of this version of the array in caches (see [`super::scope`]).
     pub fn id(&self) -> u64 {
         self.id
     }

@@ -2,10 +2,12 @@
 //! `cache.rs` keeps decoded chunks within a byte budget; `view.rs` maps a byte range of
 //! the flat file to chunk regions and copies them (`view/stream.rs` streams a whole file
 //! for `cat`); `prefetch.rs` decodes ahead of readers; `shard_spans.rs` groups the inner
-//! chunks of a shard into ranged requests.
+//! chunks of a shard into ranged requests; `scope.rs` names one version of an array in
+//! caches.
 
 pub mod array;
 pub mod cache;
 pub mod prefetch;
+pub mod scope;
 pub mod shard_spans;
 pub mod view;

@@ -1,0 +1,399 @@
+//! The hierarchy a mount shows: what node sits at a path, its metadata version and when
+//! it was checked, and a group's children, explicit and implicit groups alike. Where the
+//! nodes come from is a [`Catalog`]: a Zarr store walked by its layout (`zarr.rs`), and
+//! next catalogs that list their nodes themselves (Icechunk).
+
+mod zarr;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::metadata::{ArrayMetadata, GroupMetadata, NodeMetadata};
+use crate::store::{Store, Version};
+pub use zarr::ZarrCatalog;
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Array,
+    Group,
+    ImplicitGroup,
+}
+
+impl NodeKind {
+    pub fn label(&self) -> &'static str {
+        match self {
+            NodeKind::Array => "array",
+            NodeKind::Group => "group",
+            NodeKind::ImplicitGroup => "implicit group",
+        }
+    }
+
+    pub fn is_group(&self) -> bool {
+        !matches!(self, NodeKind::Array)
+    }
+}
+
+/// A resolved node.
+#[derive(Debug, Clone)]
+pub enum Node {
+    Array(Arc<ArrayMetadata>),
+    Group(GroupMetadata),
+    ImplicitGroup,
+}
+
+impl Node {
+    pub fn kind(&self) -> NodeKind {
+        match self {
+            Node::Array(_) => NodeKind::Array,
+            Node::Group(_) => NodeKind::Group,
+            Node::ImplicitGroup => NodeKind::ImplicitGroup,
+        }
+    }
+}
+
+/// Where a hierarchy's nodes come from.
+pub trait Catalog: Send + Sync {
+    /// The node with metadata of its own at `path`, and the version of the metadata it
+    /// was read from; `None` when there is none (the path may still be an implicit group).
+    fn node(&self, path: &str) -> Result<Option<(NodeMetadata, Version)>>;
+    /// The names that may be children of the group at `path`, in any order (each is
+    /// checked with [`Catalog::node`] and [`Catalog::has_nodes_below`]).
+    fn child_names(&self, path: &str) -> Result<Vec<String>>;
+    /// Whether any node lies below `path`, which then is an implicit group.
+    fn has_nodes_below(&self, path: &str) -> Result<bool>;
+    /// The format's name, as `inspect` prints it.
+    fn format_label(&self) -> &'static str;
+    /// The store chunks are read from.
+    fn store(&self) -> &Arc<dyn Store>;
+}
+
+/// Paths remembered as missing at most; the set starts over when full.
+const MAX_MISSING: usize = 1 << 16;
+
+/// Whether `name` can be a directory entry: node names from a store that cannot (empty,
+/// `.`, `..`, with `/` or NUL, longer than a file name may be) are left out of listings.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.len() <= 255
+        && !name.contains(['/', '\0'])
+}
+
+/// A resolved node, the version of the metadata it was read from, and when.
+#[derive(Debug, Clone)]
+struct Resolved {
+    node: Node,
+    version: Version,
+    checked: Instant,
+}
+
+/// A Zarr hierarchy: a catalog and what has been resolved of it.
+pub struct Hierarchy {
+    catalog: Box<dyn Catalog>,
+    /// Nodes resolved so far: nothing refreshes them yet.
+    nodes: Mutex<HashMap<String, Resolved>>,
+    /// Paths known to hold no node (negative cache: a lookup of a missing name costs the
+    /// store one visit, not one per `stat`).
+    missing: Mutex<HashSet<String>>,
+    /// Directory listings made so far.
+    listings: Mutex<HashMap<String, Vec<(String, NodeKind)>>>,
+}
+
+fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// Normalize a user path: `/a/b/` -> `a/b`, `/` -> ``.
+pub fn normalize(path: &str) -> String {
+    path.split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+impl Hierarchy {
+    /// The Zarr hierarchy in `store`, its layout found from the root's documents; fails
+    /// when it holds none or when the root's own metadata cannot be used (nothing could be
+    /// shown).
+    pub fn open(store: Arc<dyn Store>) -> Result<Hierarchy> {
+        Self::of(Box::new(ZarrCatalog::open(store)?))
+    }
+
+    /// The hierarchy of `catalog`; fails when its root's metadata cannot be used.
+    pub fn of(catalog: Box<dyn Catalog>) -> Result<Hierarchy> {
+        let h = Hierarchy {
+            catalog,
+            nodes: Mutex::new(HashMap::new()),
+            missing: Mutex::new(HashSet::new()),
+            listings: Mutex::new(HashMap::new()),
+        };
+        match h.node("") {
+            Ok(_) | Err(Error::NotFound(_)) => Ok(h),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.catalog.store()
+    }
+
+    pub fn format_label(&self) -> &'static str {
+        self.catalog.format_label()
+    }
+
+    /// The kind of the node at `path`; `None` when there is none (or its name cannot be
+    /// a store key). A node whose metadata cannot be read or used counts as an array, so
+    /// that it is listed and its reads report why; it never fails its parent's listing.
+    pub fn kind_of(&self, path: &str) -> Option<NodeKind> {
+        match self.node(path) {
+            Ok(node) => Some(node.kind()),
+            Err(Error::NotFound(_) | Error::InvalidKey(_)) => None,
+            Err(e) => {
+                log::debug!("{e}");
+                Some(NodeKind::Array)
+            }
+        }
+    }
+
+    /// The metadata of the array at `path`; an error if it is not an array.
+    pub fn array(&self, path: &str) -> Result<Arc<ArrayMetadata>> {
+        match self.node(path)? {
+            Node::Array(meta) => Ok(meta),
+            _ => Err(Error::Invalid(format!("{path}: not an array"))),
+        }
+    }
+
+    /// Resolve the node at `path` ("" or "/" for the root).
+    pub fn node(&self, path: &str) -> Result<Node> {
+        self.resolved(path).map(|r| r.node)
+    }
+
+    /// The version of the metadata the node at `path` was read from, and when it was
+    /// read.
+    pub fn version(&self, path: &str) -> Result<(Version, Instant)> {
+        self.resolved(path).map(|r| (r.version, r.checked))
+    }
+
+    fn resolved(&self, path: &str) -> Result<Resolved> {
+        let path = normalize(path);
+        if let Some(node) = self.nodes.lock().get(&path) {
+            return Ok(node.clone());
+        }
+        if self.missing.lock().contains(&path) {
+            return Err(Error::NotFound(if path.is_empty() {
+                "/".into()
+            } else {
+                path
+            }));
+        }
+        match self.resolve(&path) {
+            Ok(node) => {
+                self.nodes.lock().insert(path, node.clone());
+                Ok(node)
+            }
+            Err(Error::NotFound(what)) => {
+                let mut missing = self.missing.lock();
+                if missing.len() >= MAX_MISSING {
+                    missing.clear();
+                }
+                missing.insert(path);
+                Err(Error::NotFound(what))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn resolve(&self, path: &str) -> Result<Resolved> {
+        let checked = Instant::now();
+        let (node, version) = match self.catalog.node(path)? {
+            Some((NodeMetadata::Array(mut a), version)) => {
+                a.version = version.clone();
+                (Node::Array(Arc::new(*a)), version)
+            }
+            Some((NodeMetadata::Group(g), version)) => (Node::Group(g), version),
+            None if path.is_empty() || self.catalog.has_nodes_below(path)? => {
+                (Node::ImplicitGroup, Version::Unknown)
+            }
+            None => return Err(Error::NotFound(path.to_string())),
+        };
+        Ok(Resolved {
+            node,
+            version,
+            checked,
+        })
+    }
+
+    /// The children of the group at `path`, sorted by name, with their kinds (listed
+    /// once: nothing refreshes them yet).
+    pub fn children(&self, path: &str) -> Result<Vec<(String, NodeKind)>> {
+        let path = normalize(path);
+        if let Some(hit) = self.listings.lock().get(&path) {
+            return Ok(hit.clone());
+        }
+        let children = self.list_children(&path)?;
+        self.listings.lock().insert(path, children.clone());
+        Ok(children)
+    }
+
+    fn list_children(&self, path: &str) -> Result<Vec<(String, NodeKind)>> {
+        let mut names = self.catalog.child_names(path)?;
+        names.sort();
+        names.dedup();
+        let mut out = Vec::new();
+        for name in names {
+            if !valid_name(&name) {
+                let shown: String = name.chars().take(64).collect();
+                log::warn!("/{path}: left out a node named {shown:?}: not a valid file name");
+                continue;
+            }
+            if let Some(kind) = self.kind_of(&join(path, &name)) {
+                out.push((name, kind));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+    use serde_json::Value;
+
+    const ZARRAY: &str = r#"{"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i2",
+        "compressor": null, "fill_value": 0, "order": "C", "filters": null}"#;
+
+    fn open(entries: &[(&str, &str)]) -> Hierarchy {
+        let mut store = MemoryStore::new();
+        for (k, v) in entries {
+            store.insert(*k, v.as_bytes().to_vec());
+        }
+        Hierarchy::open(Arc::new(store)).unwrap()
+    }
+
+    fn names(h: &Hierarchy, path: &str) -> Vec<(String, NodeKind)> {
+        h.children(path).unwrap()
+    }
+
+    #[test]
+    fn unusable_consolidated_metadata_is_passed_over() {
+        let h = open(&[
+            (".zmetadata", "{not json"),
+            (".zgroup", r#"{"zarr_format": 2}"#),
+            ("a/.zarray", ZARRAY),
+        ]);
+        assert_eq!(names(&h, ""), vec![("a".to_string(), NodeKind::Array)]);
+    }
+
+    #[test]
+    fn lying_consolidated_names_are_left_out_and_bad_nodes_listed_alone() {
+        let long = "x".repeat(5000);
+        let zmeta = serde_json::json!({"zarr_consolidated_format": 1, "metadata": {
+            ".zgroup": {"zarr_format": 2},
+            "a/.zarray": serde_json::from_str::<Value>(ZARRAY).unwrap(),
+            "../b/.zarray": serde_json::from_str::<Value>(ZARRAY).unwrap(),
+            "/.zarray": serde_json::from_str::<Value>(ZARRAY).unwrap(),
+            format!("{long}/.zarray"): serde_json::from_str::<Value>(ZARRAY).unwrap(),
+            "bad/.zarray": {"zarr_format": 2, "shape": "no"},
+        }});
+        let h = open(&[(".zmetadata", &zmeta.to_string())]);
+        assert_eq!(
+            names(&h, ""),
+            vec![
+                ("a".to_string(), NodeKind::Array),
+                ("bad".to_string(), NodeKind::Array)
+            ]
+        );
+        assert!(matches!(h.node("bad"), Err(Error::Metadata { .. })));
+        assert!(matches!(h.node("a"), Ok(Node::Array(_))));
+    }
+
+    #[test]
+    fn nodes_carry_the_version_of_their_documents_and_when_it_was_read() {
+        let mut store = MemoryStore::new();
+        store.insert(".zgroup", br#"{"zarr_format": 2}"#.to_vec());
+        store.insert("a/.zarray", ZARRAY.as_bytes().to_vec());
+        store.insert("a/.zattrs", br#"{"units": "m"}"#.to_vec());
+        store.insert(
+            "b/zarr.json",
+            br#"{"zarr_format": 3, "node_type": "group"}"#.to_vec(),
+        );
+        let zarray = store.head("a/.zarray").unwrap().unwrap().version;
+        let zattrs = store.head("a/.zattrs").unwrap().unwrap().version;
+        let group = store.head("b/zarr.json").unwrap().unwrap().version;
+        let before = std::time::Instant::now();
+        let h = Hierarchy::open(Arc::new(store)).unwrap();
+        let (version, checked) = h.version("a").unwrap();
+        // A v2 array is read from two documents: its version changes with either.
+        let (Version::Tag(a), Version::Tag(b)) = (&zarray, &zattrs) else {
+            panic!("memory store versions: {zarray:?} {zattrs:?}");
+        };
+        assert_eq!(version, Version::Tag(format!("{a}+{b}")));
+        assert!(checked >= before);
+        assert_eq!(h.array("a").unwrap().version, version);
+        assert_eq!(h.version("b").unwrap().0, group);
+        assert!(matches!(h.node("b"), Ok(Node::Group(_))));
+    }
+
+    /// A store that counts the requests made of it.
+    struct Counting(MemoryStore, std::sync::atomic::AtomicUsize);
+
+    impl Store for Counting {
+        fn read(
+            &self,
+            key: &str,
+            r: Option<crate::store::ByteRange>,
+        ) -> Result<Option<crate::store::Value>> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.read(key, r)
+        }
+        fn list_dir(&self, prefix: &str) -> Result<crate::store::Listing> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.list_dir(prefix)
+        }
+        fn head(&self, key: &str) -> Result<Option<crate::store::Head>> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.head(key)
+        }
+        fn will_need(&self, _key: &str) {}
+        fn caps(&self) -> crate::store::Caps {
+            self.0.caps()
+        }
+    }
+
+    #[test]
+    fn a_fan_out_of_folders_without_nodes_ends_the_implicit_group_probe() {
+        // Six levels of six folders each and no node: 56,000 folders to walk, given up on
+        // after the probe's budget of requests.
+        let mut store = MemoryStore::new();
+        store.insert(
+            "zarr.json",
+            br#"{"zarr_format": 3, "node_type": "group"}"#.to_vec(),
+        );
+        let mut paths = vec![String::new()];
+        for _ in 0..6 {
+            paths = paths
+                .iter()
+                .flat_map(|p| (0..6).map(move |c| format!("{p}{c}/")))
+                .collect();
+        }
+        for p in &paths {
+            store.insert(format!("top/{p}x"), b"not a node".to_vec());
+        }
+        let counting = Arc::new(Counting(store, Default::default()));
+        let h = Hierarchy::open(counting.clone()).unwrap();
+        assert_eq!(h.children("").unwrap(), vec![]);
+        let requests = counting.1.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(requests < 4 * zarr::IMPLICIT_BUDGET, "{requests} requests");
+    }
+}

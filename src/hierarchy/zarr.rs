@@ -1,0 +1,148 @@
+//! The catalog of a Zarr store: nodes found by their metadata documents, in the layout
+//! the root's documents name, from consolidated metadata when the store has it; groups
+//! without metadata (implicit) found by looking below a folder for a node's documents.
+
+use std::sync::Arc;
+
+use super::{join, valid_name, Catalog};
+use crate::error::{Error, Result};
+use crate::metadata::layout::{self, Consolidated, Doc, Layout};
+use crate::metadata::{v3, NodeMetadata};
+use crate::store::{Store, Version};
+
+/// How deep to look below a folder without metadata for a node that makes it a group.
+const IMPLICIT_DEPTH: usize = 8;
+
+/// How many store requests one such look may make: a folder tree that fans out (or links
+/// back into itself) is given up on, not walked for ever.
+pub(super) const IMPLICIT_BUDGET: usize = 1024;
+
+/// A Zarr store read by its layout.
+pub struct ZarrCatalog {
+    store: Arc<dyn Store>,
+    layout: Layout,
+    consolidated: Option<Consolidated>,
+}
+
+impl ZarrCatalog {
+    /// The catalog of `store`, its layout found from the root's documents; fails when the
+    /// store holds no Zarr hierarchy.
+    pub fn open(store: Arc<dyn Store>) -> Result<ZarrCatalog> {
+        if let Some(found) = layout::detect(&*store)? {
+            return Ok(ZarrCatalog {
+                store,
+                layout: found.layout,
+                consolidated: found.consolidated,
+            });
+        }
+        // No root document: an implicit root group (v2 and v3 nodes are both found).
+        let catalog = ZarrCatalog {
+            store,
+            layout: Layout::V3,
+            consolidated: None,
+        };
+        if catalog.contains_node("", IMPLICIT_DEPTH, &mut { IMPLICIT_BUDGET })? {
+            return Ok(catalog);
+        }
+        Err(Error::Invalid(
+            "no Zarr hierarchy found in the store".into(),
+        ))
+    }
+
+    /// A document, from consolidated metadata when the store has it.
+    fn doc(&self, key: &str) -> Result<Option<Doc>> {
+        let covered = self.consolidated.as_ref().and_then(|c| {
+            let value = self.layout.consolidated_doc(&c.docs, key)?;
+            Some(value.map(|value| Doc {
+                value: value.clone(),
+                version: c.version.clone(),
+            }))
+        });
+        match covered {
+            Some(doc) => Ok(doc),
+            None => layout::read_doc(&*self.store, key),
+        }
+    }
+
+    /// Whether any node lies below the folder of `path` (within `depth` levels), spending
+    /// at most `budget` store requests.
+    fn contains_node(&self, path: &str, depth: usize, budget: &mut usize) -> Result<bool> {
+        if let Some(c) = &self.consolidated {
+            let prefix = v3::prefix_of(path);
+            return Ok(c.docs.keys().any(|k| k.starts_with(&prefix)));
+        }
+        if depth == 0 || *budget == 0 {
+            return Ok(false);
+        }
+        *budget -= 1;
+        let listing = self.store.list_dir(&self.layout.folder(path))?;
+        let Some(markers) = self.layout.node_markers() else {
+            return Ok(!listing.keys.is_empty() || !listing.prefixes.is_empty());
+        };
+        for sub in listing.prefixes.iter().filter(|s| valid_name(s)) {
+            let child = join(path, sub);
+            let child_prefix = v3::prefix_of(&child);
+            for m in markers {
+                if *budget == 0 {
+                    return Ok(false);
+                }
+                *budget -= 1;
+                // A marker that exists but cannot be read still marks a node.
+                match self.store.read(&format!("{child_prefix}{m}"), None) {
+                    Ok(None) | Err(Error::InvalidKey(_)) => {}
+                    Ok(Some(_)) | Err(_) => return Ok(true),
+                }
+            }
+            if self.contains_node(&child, depth - 1, budget)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+impl Catalog for ZarrCatalog {
+    fn node(&self, path: &str) -> Result<Option<(NodeMetadata, Version)>> {
+        self.layout.read_node(path, &|key| self.doc(key))
+    }
+
+    fn child_names(&self, path: &str) -> Result<Vec<String>> {
+        let Some(c) = &self.consolidated else {
+            let listing = self.store.list_dir(&self.layout.folder(path))?;
+            return Ok(self.layout.child_names(&listing));
+        };
+        let prefix = v3::prefix_of(path);
+        let mut names: Vec<String> = Vec::new();
+        for key in c.docs.keys() {
+            let node = self.layout.consolidated_node(key);
+            if let Some(rest) = node.strip_prefix(&prefix).filter(|r| !r.is_empty()) {
+                let name = rest.split('/').next().unwrap_or(rest);
+                if (!path.is_empty() || !node.is_empty()) && !names.iter().any(|n| n == name) {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        Ok(names)
+    }
+
+    fn has_nodes_below(&self, path: &str) -> Result<bool> {
+        let mut budget = IMPLICIT_BUDGET;
+        if self.contains_node(path, IMPLICIT_DEPTH, &mut budget)? {
+            return Ok(true);
+        }
+        if budget == 0 {
+            log::warn!(
+                "/{path}: gave up looking for nodes below it after {IMPLICIT_BUDGET} store requests"
+            );
+        }
+        Ok(false)
+    }
+
+    fn format_label(&self) -> &'static str {
+        self.layout.label()
+    }
+
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+}
