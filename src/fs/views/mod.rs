@@ -236,11 +236,7 @@ impl fmt::Display for ViewSet {
 /// The shape as the file lays it out, slowest axis first: the shape in C order, reversed
 /// in F order.
 fn file_shape(meta: &ArrayMetadata, layout: Layout) -> Vec<u64> {
-    let mut shape = meta.shape.clone();
-    if layout.order == crate::read::view::Order::F {
-        shape.reverse();
-    }
-    shape
+    crate::read::geometry::file_shape(&meta.shape, layout.order)
 }
 
 /// Fail for an array with no elements: image formats need every size at least 1.

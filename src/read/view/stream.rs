@@ -6,7 +6,7 @@
 use std::io::{IoSlice, Write};
 use std::sync::Arc;
 
-use super::{file_axes, for_each_run, Cursor, View};
+use super::{Cursor, View};
 use crate::codec::ChunkData;
 use crate::error::{output_error, Error, Result};
 use crate::read::cache::ChunkKey;
@@ -38,7 +38,7 @@ impl View {
         let item = self.loader.item.max(1);
         let block = (block / item).max(1) * item;
         let size = self.size();
-        let in_place = self.run_bytes() >= min_piece;
+        let in_place = self.geometry.run_bytes() >= min_piece;
         let mut buf = Vec::new();
         let mut offset = 0u64;
         // The stream is one reader, front to back.
@@ -53,24 +53,6 @@ impl View {
             offset += len;
         }
         Ok(())
-    }
-
-    /// The bytes a unit contributes to the file in one run: its extent along the fastest
-    /// file axis, times the next axes' while the unit spans the whole file extent there.
-    fn run_bytes(&self) -> usize {
-        let shape = &self.loader.array.meta.shape;
-        let unit = self.loader.array.unit_shape();
-        let mut bytes = self.loader.item as u64;
-        for &d in file_axes(self.loader.layout.order, shape.len())
-            .iter()
-            .rev()
-        {
-            bytes = bytes.saturating_mul(unit[d].min(shape[d]));
-            if unit[d] != shape[d] {
-                break;
-            }
-        }
-        usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 
     /// Write file bytes `[offset, offset + len)` (whole elements) from the units that
@@ -111,14 +93,8 @@ impl View {
         let mut pieces: Vec<Piece> = Vec::new();
         let mut served = vec![0usize; held.len()];
         let table = UnitTable::new(held.iter().map(|(key, _)| key.2.as_slice()));
-        let order = loader.layout.order;
-        for_each_run(
-            &meta.shape,
-            loader.array.unit_shape(),
-            (order, order),
-            first,
-            last,
-            |run| {
+        self.geometry
+            .runs(loader.layout.order, first, last, |run| {
                 let at = table
                     .find(run.unit)
                     .ok_or_else(|| Error::Internal("a unit the write needs was not held".into()))?;
@@ -134,8 +110,7 @@ impl View {
                     }),
                 }
                 Ok(())
-            },
-        )?;
+            })?;
         let pattern = fill.as_deref().unwrap_or(&[]);
         let mut slices: Vec<IoSlice> = Vec::with_capacity(pieces.len());
         for p in &pieces {
