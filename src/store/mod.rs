@@ -1,5 +1,6 @@
 //! Where bytes come from: a small read-only key/value store trait and its backends (a
-//! local folder, object storage and HTTP, zip archives in either, memory for tests).
+//! local folder, object storage and HTTP on shared per-host sources, zip archives in
+//! either, memory for tests).
 
 #[cfg(feature = "remote")]
 mod backends;
@@ -13,6 +14,8 @@ mod options;
 mod remote;
 #[cfg(feature = "remote")]
 mod runtime;
+#[cfg(feature = "remote")]
+mod sources;
 mod zip;
 
 pub use blob::{Blob, FileBlob, StoreBlob};
@@ -23,6 +26,8 @@ pub use open::{open, short_name};
 pub use options::{is_secret_key, StoreConfig};
 #[cfg(feature = "remote")]
 pub use remote::RemoteStore;
+#[cfg(feature = "remote")]
+pub use sources::{Source, Sources};
 pub use zip::ZipStore;
 
 use std::io::Read;
