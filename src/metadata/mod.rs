@@ -16,6 +16,10 @@ pub use fill::FillValue;
 use crate::error::{Error, Result};
 use crate::limits::MAX_RANK;
 
+/// The names of the documents that mark a hierarchy's root in any of the layouts: what a
+/// store holding one (a zip archive's top folder) is opened at (`StoreConfig::root_markers`).
+pub const ROOT_MARKERS: &[&str] = &["zarr.json", ".zgroup", ".zarray", ".zmetadata"];
+
 /// Which layout a node was stored in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
