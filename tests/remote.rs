@@ -1,6 +1,7 @@
 //! Remote stores end to end, mounted for real: the fixture stores served by s3s-fs (with
 //! access keys and anonymously) and by nginx (with WebDAV listing and without), zip
-//! archives of them read locally and over HTTP, faults injected by a proxy (stalls,
+//! archives of them read locally, over HTTP and from S3 (entries fetched in runs), faults
+//! injected by a proxy (stalls,
 //! dropped connections), and credentials kept out of everything the daemon shows.
 //! Every server is started here on loopback; a missing one fails the test.
 
@@ -526,6 +527,57 @@ fn a_zip_archive_on_a_server_is_served_from_the_disk_cache_by_a_second_mount() {
     );
     proxy.command("reset");
     let second = Mount::new(Path::new(&url), &args);
+    failures.extend(read_all(&second));
+    drop(second);
+    assert_eq!(
+        proxy.requests("GET"),
+        0,
+        "GETs of the archive with a warm disk cache"
+    );
+    assert_no_failures(&failures);
+}
+
+/// A zip archive on S3 is read in runs of entries: entries lying back to back are fetched
+/// together, so reading every array takes fewer GETs than the chunk entries it reads; a
+/// second mount with the same disk cache reads the archive with no GET at all.
+#[test]
+fn a_zip_archive_on_s3_is_read_in_runs_of_entries_and_then_from_the_disk_cache() {
+    credentials_in_env();
+    let m = Manifest::load();
+    let buckets = TempDir::new("zipbuckets");
+    std::os::unix::fs::symlink(zips_dir(), buckets.path().join("zips")).expect("bucket");
+    let server = s3s_fs(buckets.path(), Some((ACCESS_KEY, SECRET_KEY)));
+    // The proxy forwards bytes untouched (the Host header too), so signatures hold.
+    let proxy = Proxy::start(server.port, "python3");
+    let options = format!("endpoint={},allow_http=true", proxy.url());
+    let cache = TempDir::new("s3zipcache");
+    let cache_dir = cache.path().display().to_string();
+    let args = ["-o", options.as_str(), "--disk-cache", cache_dir.as_str()];
+    let url = "s3://zips/v3.zip";
+    let arrays: Vec<_> = arrays_of(&m, "v3")
+        .into_iter()
+        .filter(|a| a["vlen"] == false && !is_unsupported(a))
+        .collect();
+    assert!(!arrays.is_empty(), "no v3 fixture arrays");
+    // The chunk entries (shards included) reading every array reads: the archive holds
+    // the store's files.
+    let entries: usize = arrays
+        .iter()
+        .map(|a| walk(&m.store_dir("v3").join(a["path"].as_str().unwrap_or(""))).len())
+        .sum();
+    assert!(entries > 1, "the arrays have {entries} chunk entries");
+    let read_all = |mount: &Mount| read_v3_arrays(&m, &arrays, mount);
+    let first = Mount::new(Path::new(url), &args);
+    let mut failures = read_all(&first);
+    drop(first);
+    let gets = proxy.requests("GET");
+    assert!(gets > 0, "the first mount read nothing of the archive");
+    assert!(
+        gets < entries as u64,
+        "{gets} GETs for {entries} chunk entries: entries were not fetched together"
+    );
+    proxy.command("reset");
+    let second = Mount::new(Path::new(url), &args);
     failures.extend(read_all(&second));
     drop(second);
     assert_eq!(

@@ -140,6 +140,10 @@ impl StoreArgs {
                 .disk_cache
                 .clone()
                 .map(|dir| (dir, self.disk_cache_size as u64)),
+            root_markers: crate::metadata::ROOT_MARKERS
+                .iter()
+                .map(|m| m.to_string())
+                .collect(),
             ..StoreConfig::default()
         };
         for o in options {

@@ -11,7 +11,8 @@ use super::{draft, parse_json, v2, v3, GroupMetadata, NodeMetadata};
 use crate::error::{Error, Result};
 use crate::store::{Listing, Store, Version};
 
-/// The document names that mark a hierarchy's root, in any layout.
+/// The document names that mark a hierarchy's root, in any layout: what a store holding
+/// one (a zip archive's top folder) is opened at (`StoreConfig::root_markers`).
 pub const ROOT_MARKERS: &[&str] = &["zarr.json", ".zgroup", ".zarray", ".zmetadata"];
 
 /// How a store lays out its metadata.

@@ -17,6 +17,8 @@ pub use fill::FillValue;
 use crate::error::{Error, Result};
 use crate::limits::MAX_RANK;
 
+pub use layout::ROOT_MARKERS;
+
 /// Which layout a node was stored in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

@@ -1,6 +1,8 @@
 //! One array = metadata + store: fetch and decode the chunk at a grid index. Arrays whose
 //! whole chain is one sharding codec are read by inner chunk: the shard index first
-//! (cached), then only the inner chunk's byte range.
+//! (cached, with the version of the shard it came from), then only the inner chunk's byte
+//! range, or the run of neighbouring inner chunks around it (`store::Spans`) when the
+//! store wants large requests.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,10 +15,13 @@ use crate::codec::sharding::EMPTY;
 use crate::codec::{ChunkData, ChunkRepr, CodecChain};
 use crate::error::{Error, Result};
 use crate::metadata::ArrayMetadata;
-use crate::read::shard_spans::ShardSpans;
-use crate::store::{ByteRange, Store};
+use crate::store::{ByteRange, Spans, Store, Value, Version};
 
-type ShardIndex = Arc<Vec<(u64, u64)>>;
+/// A shard's decoded index, and the version of the shard it was read from.
+struct ShardIndex {
+    entries: Vec<(u64, u64)>,
+    version: Version,
+}
 
 /// An openable, readable array.
 pub struct Array {
@@ -29,11 +34,11 @@ pub struct Array {
     /// The shape of one read unit: the chunk, or the inner chunk of a shard.
     unit_shape: Vec<u64>,
     unit_repr: ChunkRepr,
-    shard_indexes: Mutex<LruCache<String, Option<ShardIndex>>>,
+    shard_indexes: Mutex<LruCache<String, Option<Arc<ShardIndex>>>>,
     /// Shards lately hinted to the store (see [`Array::will_need`]).
     hinted_shards: Mutex<LruCache<String, ()>>,
     /// Runs of inner chunks fetched together (stores that want large requests).
-    spans: ShardSpans,
+    spans: Spans,
     /// Bytes fetched from the store so far (for benchmarks and tests).
     fetched: AtomicU64,
 }
@@ -74,7 +79,7 @@ impl Array {
             unit_repr,
             shard_indexes: Mutex::new(LruCache::new(capacity)),
             hinted_shards: Mutex::new(LruCache::new(capacity)),
-            spans: ShardSpans::default(),
+            spans: Spans::default(),
             fetched: AtomicU64::new(0),
         })
     }
@@ -107,9 +112,15 @@ impl Array {
     }
 
     fn fetch(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Vec<u8>>> {
-        let got = self.store.read(key, range)?.map(|v| v.bytes);
-        if let Some(b) = &got {
-            self.fetched.fetch_add(b.len() as u64, Ordering::Relaxed);
+        Ok(self.fetch_value(key, range)?.map(|v| v.bytes))
+    }
+
+    /// The bytes with the version they came from.
+    fn fetch_value(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
+        let got = self.store.read(key, range)?;
+        if let Some(v) = &got {
+            self.fetched
+                .fetch_add(v.bytes.len() as u64, Ordering::Relaxed);
         }
         Ok(got)
     }
@@ -173,6 +184,7 @@ impl Array {
                     inner = inner * *g as usize + (i % g) as usize;
                 }
                 let &(offset, nbytes) = index
+                    .entries
                     .get(inner)
                     .ok_or_else(|| Error::corrupt(&key, "shard index too short"))?;
                 if offset == EMPTY && nbytes == EMPTY {
@@ -184,18 +196,21 @@ impl Array {
                     }
                 }
                 let span = |offset, len| {
-                    self.fetch(&key, Some(ByteRange::Span { offset, len }))?
-                        .filter(|b| b.len() as u64 == len)
+                    self.fetch_value(&key, Some(ByteRange::Span { offset, len }))?
+                        .filter(|v| v.bytes.len() as u64 == len)
                         .ok_or_else(|| Error::corrupt(&key, "inner chunk lies outside the shard"))
                 };
-                let request = self.store.caps().request_bytes;
-                let coalesced = match request {
-                    0 => None,
-                    _ => self.spans.read(&key, &index, inner, request, span)?,
+                let members = || {
+                    let stored = |&e: &(u64, u64)| (e != (EMPTY, EMPTY)).then_some(e);
+                    index.entries.iter().map(stored).collect()
                 };
+                let request = self.store.caps().request_bytes;
+                let coalesced =
+                    self.spans
+                        .read(&key, &index.version, members, inner, request, span)?;
                 let bytes = match coalesced {
                     Some(bytes) => bytes,
-                    None => span(offset, nbytes)?,
+                    None => span(offset, nbytes)?.bytes,
                 };
                 shard.inner.decode(bytes).map_err(|e| e.at_key(&key))
             }
@@ -203,7 +218,7 @@ impl Array {
     }
 
     /// The decoded index of shard `key`, or `None` when the shard does not exist.
-    fn shard_index(&self, key: &str) -> Result<Option<ShardIndex>> {
+    fn shard_index(&self, key: &str) -> Result<Option<Arc<ShardIndex>>> {
         if let Some(hit) = self.shard_indexes.lock().get(key) {
             return Ok(hit.clone());
         }
@@ -216,14 +231,15 @@ impl Array {
         } else {
             ByteRange::Span { offset: 0, len }
         };
-        let index = match self.fetch(key, Some(range))? {
+        let index = match self.fetch_value(key, Some(range))? {
             None => None,
-            Some(bytes) if bytes.len() as u64 != len => {
+            Some(v) if v.bytes.len() as u64 != len => {
                 return Err(Error::corrupt(key, "shard shorter than its index"))
             }
-            Some(bytes) => Some(Arc::new(
-                shard.decode_index(bytes).map_err(|e| e.at_key(key))?,
-            )),
+            Some(Value { bytes, version }) => Some(Arc::new(ShardIndex {
+                entries: shard.decode_index(bytes).map_err(|e| e.at_key(key))?,
+                version,
+            })),
         };
         self.shard_indexes
             .lock()

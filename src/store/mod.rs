@@ -1,5 +1,7 @@
 //! Where bytes come from: a small read-only key/value store trait and its backends (a
-//! local folder, object storage and HTTP, zip archives in either, memory for tests).
+//! local folder, object storage and HTTP on shared per-host sources, zip archives in
+//! either, memory for tests), and the coalescing of neighbouring byte ranges of one object
+//! into one request (`spans.rs`).
 
 #[cfg(feature = "remote")]
 mod backends;
@@ -13,6 +15,9 @@ mod options;
 mod remote;
 #[cfg(feature = "remote")]
 mod runtime;
+#[cfg(feature = "remote")]
+mod sources;
+mod spans;
 mod zip;
 
 pub use blob::{Blob, FileBlob, StoreBlob};
@@ -23,6 +28,9 @@ pub use open::{open, short_name};
 pub use options::{is_secret_key, StoreConfig};
 #[cfg(feature = "remote")]
 pub use remote::RemoteStore;
+#[cfg(feature = "remote")]
+pub use sources::{Source, Sources};
+pub use spans::Spans;
 pub use zip::ZipStore;
 
 use std::io::Read;
@@ -136,8 +144,9 @@ pub struct Caps {
     /// How many requests are worth having in flight at once (readers and prefetch are
     /// sized by it): a disk wants about one per core, a remote store many.
     pub concurrency: usize,
-    /// Bytes worth fetching in one request: neighbouring inner chunks of a shard are read
-    /// together up to this size. 0 (a local store): each is read alone.
+    /// Bytes worth fetching in one request: neighbouring members of one object (inner
+    /// chunks of a shard, entries of a zip archive) are read together up to this size
+    /// ([`Spans`]). 0 (a local store): each is read alone.
     pub request_bytes: u64,
     /// The store's URL, for caches shared by mounts of the same store (none: local).
     pub location: Option<String>,

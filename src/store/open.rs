@@ -32,7 +32,7 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
     let path = Path::new(spec.strip_prefix("file://").unwrap_or(spec));
     if cfg.zip || (is_zip_name(spec) && !path.is_dir()) {
         let blob: Box<dyn Blob> = Box::new(FileBlob::open(path)?);
-        Ok(Arc::new(ZipStore::open(blob)?))
+        Ok(Arc::new(ZipStore::open(blob, &cfg.root_markers)?))
     } else {
         Ok(Arc::new(FolderStore::open(path)?))
     }
@@ -77,7 +77,7 @@ mod remote {
         let label = store.key_url(&name);
         let source = cached(Arc::new(store), cfg)?;
         let blob: Box<dyn Blob> = Box::new(StoreBlob::open(source, &name, label)?);
-        Ok(Arc::new(ZipStore::open(blob)?))
+        Ok(Arc::new(ZipStore::open(blob, &cfg.root_markers)?))
     }
 
     /// `source` behind the disk cache when one is configured.

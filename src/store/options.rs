@@ -22,6 +22,11 @@ pub struct StoreConfig {
     pub max_requests: usize,
     /// A folder for a disk cache of fetched values (remote stores), and its budget.
     pub disk_cache: Option<(std::path::PathBuf, u64)>,
+    /// Names of the files that mark the root of what a store holds (the format's, given
+    /// by the layer that knows the format): a zip archive whose files all lie in one
+    /// top-level folder holding one is opened at that folder. Empty: at that folder
+    /// whenever there is only one.
+    pub root_markers: Vec<String>,
 }
 
 impl Default for StoreConfig {
@@ -34,6 +39,7 @@ impl Default for StoreConfig {
             retries: 3,
             max_requests: 32,
             disk_cache: None,
+            root_markers: Vec::new(),
         }
     }
 }

@@ -1,8 +1,13 @@
 //! A store inside a zip archive, read by ranges of its container (a local file or a
 //! remote object): `rc-zip` finds the end record (read from the end), parses the central
 //! directory, and reads each entry's local header, data and CRC. Entries must be stored
-//! or deflated. An archive whose only top-level folder holds the hierarchy (as `zip -r
-//! data.zarr.zip data.zarr` makes) is opened at that folder.
+//! or deflated. An archive whose entries all lie in one top-level folder (as `zip -r
+//! data.zarr.zip data.zarr` makes) is opened at that folder, when the folder holds one of
+//! the root marker names its opener gives (the store layer knows no format's names), or
+//! whenever it is the only one if none are given. In a container that wants large
+//! requests (a remote object), entries lying back to back are fetched together
+//! ([`Spans`]): reading one reads the run of entries around it in one request, and the
+//! others are served from it.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,6 +16,7 @@ use rc_zip::fsm::{ArchiveFsm, EntryFsm, FsmResult};
 use rc_zip::parse::{Entry, EntryKind, Method};
 
 use super::blob::Blob;
+use super::spans::Spans;
 use super::{value_buffer, ByteRange, Caps, Head, Listing, Store, Value, MAX_VALUE};
 use crate::error::{Error, Result};
 
@@ -23,16 +29,27 @@ const ENTRY_SLACK: u64 = 128;
 const MAX_STEPS: usize = 1 << 22;
 /// The fixed part of a local file header.
 const LOCAL_HEADER: u64 = 30;
-/// The names that mark a hierarchy's root.
-const ROOT_MARKERS: &[&str] = &["zarr.json", ".zgroup", ".zarray", ".zmetadata"];
+/// The most a local header's name and extra field can add to it (two 16-bit lengths),
+/// and a data descriptor (with its signature, 64-bit sizes) after the data.
+const MAX_HEADER_TAIL: u64 = 2 * 0xffff;
+const MAX_DESCRIPTOR: u64 = 24;
 
 /// A read-only store over a zip archive.
 pub struct ZipStore {
     blob: Box<dyn Blob>,
-    entries: HashMap<String, Entry>,
+    /// Each usable entry by key, with its rank among all the archive's entries in the
+    /// order they lie in it.
+    entries: HashMap<String, (Entry, usize)>,
+    /// The bytes each of the archive's entries spans (local header, data, descriptor) in
+    /// the order they lie in it; `None` for one that spans none.
+    extents: Vec<Option<(u64, u64)>>,
     dirs: BTreeMap<String, Listing>,
     /// Where each stored entry's data starts (read from its local header once).
     data_offsets: Mutex<HashMap<String, u64>>,
+    /// Runs of neighbouring entries fetched together.
+    spans: Spans,
+    /// The container's preferred request size (0: entries are read one by one).
+    request: u64,
 }
 
 impl std::fmt::Debug for ZipStore {
@@ -56,9 +73,48 @@ fn valid_key(name: &str) -> bool {
             .all(|p| !p.is_empty() && p != "." && p != "..")
 }
 
+/// The bytes each entry spans, in archive order (`sorted` by local header offset): from
+/// its local header to the next entry's, at most what a header, the data and a descriptor
+/// can take; the last one to the end of its data and some slack.
+fn extents(sorted: &[&Entry], size: u64) -> Vec<Option<(u64, u64)>> {
+    // The next larger header offset after each entry, found from the end.
+    let mut next = vec![None; sorted.len()];
+    for i in (0..sorted.len().saturating_sub(1)).rev() {
+        let later = sorted[i + 1].header_offset;
+        next[i] = if later > sorted[i].header_offset {
+            Some(later)
+        } else {
+            next[i + 1]
+        };
+    }
+    sorted
+        .iter()
+        .zip(next)
+        .map(|(e, next)| {
+            let start = e.header_offset;
+            let end = match next {
+                Some(next) => LOCAL_HEADER
+                    .saturating_add(MAX_HEADER_TAIL)
+                    .saturating_add(e.compressed_size)
+                    .saturating_add(MAX_DESCRIPTOR)
+                    .saturating_add(start)
+                    .min(next),
+                None => LOCAL_HEADER
+                    .saturating_add(e.name.len() as u64)
+                    .saturating_add(e.compressed_size)
+                    .saturating_add(ENTRY_SLACK)
+                    .saturating_add(start),
+            };
+            let end = end.min(size);
+            (end > start).then(|| (start, end - start))
+        })
+        .collect()
+}
+
 impl ZipStore {
-    /// Read the archive's directory.
-    pub fn open(blob: Box<dyn Blob>) -> Result<ZipStore> {
+    /// Read the archive's directory. `root_markers` are the names of the files that mark
+    /// the root of what the archive holds (see the module's doc).
+    pub fn open(blob: Box<dyn Blob>, root_markers: &[String]) -> Result<ZipStore> {
         let size = blob.size();
         let mut fsm = ArchiveFsm::new(size);
         // The block last read: the end record and central directory sit at the end, so
@@ -94,15 +150,19 @@ impl ZipStore {
                 FsmResult::Done(archive) => break archive,
             };
         };
-        let files: Vec<Entry> = archive
-            .entries()
-            .filter(|e| matches!(e.kind(), EntryKind::File))
-            .cloned()
+        let mut sorted: Vec<&Entry> = archive.entries().collect();
+        sorted.sort_by_key(|e| e.header_offset);
+        let extents = extents(&sorted, size);
+        let files: Vec<(Entry, usize)> = sorted
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e.kind(), EntryKind::File))
+            .map(|(rank, e)| ((*e).clone(), rank))
             .collect();
-        let strip = root_folder(&files);
+        let strip = root_folder(files.iter().map(|(e, _)| e.name.as_str()), root_markers);
         let mut entries = HashMap::new();
         let mut dirs: BTreeMap<String, Listing> = BTreeMap::new();
-        for entry in files {
+        for (entry, rank) in files {
             let Some(name) = entry.name.strip_prefix(strip.as_str()) else {
                 continue;
             };
@@ -126,7 +186,7 @@ impl ZipStore {
                     parent = format!("{parent}{part}/");
                 }
             }
-            entries.insert(name, entry);
+            entries.insert(name, (entry, rank));
         }
         for listing in dirs.values_mut() {
             listing.keys.sort();
@@ -134,12 +194,32 @@ impl ZipStore {
             listing.prefixes.sort();
             listing.prefixes.dedup();
         }
+        let request = blob.caps().request_bytes;
         Ok(ZipStore {
             blob,
             entries,
+            extents,
             dirs,
             data_offsets: Mutex::new(HashMap::new()),
+            spans: Spans::default(),
+            request,
         })
+    }
+
+    /// The bytes entry `rank` spans in the archive (its local header, data and
+    /// descriptor), from the run of entries around it: `None` when entries are read one
+    /// by one (a local archive) or it lies apart from its neighbours.
+    fn member(&self, rank: usize) -> Result<Option<Value>> {
+        let version = self.blob.version();
+        let got = self.spans.read(
+            self.blob.name(),
+            &version,
+            || self.extents.clone(),
+            rank,
+            self.request,
+            |start, len| self.blob.read(start, len),
+        )?;
+        Ok(got.map(|bytes| Value { bytes, version }))
     }
 
     /// Where the data of `entry` starts: after its local header.
@@ -160,26 +240,34 @@ impl ZipStore {
     }
 
     /// The whole entry, decompressed and checked against its CRC and size, with the
-    /// archive's version.
-    fn read_entry(&self, key: &str, entry: &Entry) -> Result<Value> {
+    /// archive's version: parsed out of the run of entries around it when there is one,
+    /// else read from the archive.
+    fn read_entry(&self, key: &str, entry: &Entry, rank: usize) -> Result<Value> {
         if entry.uncompressed_size > MAX_VALUE {
             return Err(self.entry_error(key, "entry larger than any chunk can be"));
         }
         let mut out = value_buffer(key, entry.uncompressed_size)?;
         let mut fsm = EntryFsm::new(Some(entry.clone()), None);
-        let mut next = entry.header_offset;
         let first = LOCAL_HEADER
             .saturating_add(entry.name.len() as u64)
             .saturating_add(entry.compressed_size)
             .saturating_add(ENTRY_SLACK);
-        let mut input: Vec<u8> = Vec::new();
+        // The entry's bytes from its run, if any; the archive is read on from where they
+        // end should the parser want more.
+        let (mut input, mut version) = match self.member(rank)? {
+            Some(got) => (got.bytes, got.version),
+            None => (Vec::new(), self.blob.version()),
+        };
+        let mut next = entry.header_offset.saturating_add(input.len() as u64);
         let mut used = 0usize;
         let mut written = 0usize;
         let mut at_end = false;
-        let mut version = self.blob.version();
+        // Whether the parser has had a turn with all the input it was given: only then is
+        // more read (it may not need more: the entry's bytes from a run end where it does).
+        let mut idle = input.is_empty();
         for _ in 0..MAX_STEPS {
             if fsm.wants_read() {
-                if used == input.len() && !at_end {
+                if used == input.len() && !at_end && idle {
                     let want = if next == entry.header_offset {
                         first
                     } else {
@@ -188,19 +276,22 @@ impl ZipStore {
                     let got = self.blob.read(next, want)?;
                     (input, version) = (got.bytes, got.version);
                     used = 0;
-                    next += input.len() as u64;
+                    next = next.saturating_add(input.len() as u64);
                     at_end = input.is_empty();
                 }
                 let space = fsm.space();
                 let n = space.len().min(input.len() - used);
-                space[..n].copy_from_slice(&input[used..used + n]);
-                used += n;
-                fsm.fill(n);
+                if n > 0 {
+                    space[..n].copy_from_slice(&input[used..used + n]);
+                    used += n;
+                    fsm.fill(n);
+                }
             }
             let room = out.get_mut(written..).unwrap_or_default();
             fsm = match fsm.process(room).map_err(|e| self.entry_error(key, e))? {
                 FsmResult::Continue((fsm, outcome)) => {
                     written += outcome.bytes_written;
+                    idle = used == input.len() && outcome.bytes_written == 0;
                     fsm
                 }
                 FsmResult::Done(_) => {
@@ -217,12 +308,36 @@ impl ZipStore {
         Err(self.entry_error(key, "entry does not decompress"))
     }
 
-    fn entry(&self, key: &str) -> Result<Option<&Entry>> {
-        let Some(entry) = self.entries.get(key) else {
+    /// Stored data `[offset, offset + len)` of entry `rank` from the run of entries
+    /// around it, or `None` (read it from the archive) when there is no run or the entry's
+    /// data does not lie in its part of it.
+    fn stored_from_run(&self, rank: usize, offset: u64, len: u64) -> Result<Option<Value>> {
+        let Some(got) = self.member(rank)? else {
+            return Ok(None);
+        };
+        let Some(data) = parse_local_header(&got.bytes).and_then(|n| n.checked_add(LOCAL_HEADER))
+        else {
+            return Ok(None);
+        };
+        let from = data
+            .checked_add(offset)
+            .and_then(|f| usize::try_from(f).ok());
+        let to = from.and_then(|f| f.checked_add(usize::try_from(len).ok()?));
+        Ok(match (from, to) {
+            (Some(f), Some(t)) if t <= got.bytes.len() => Some(Value {
+                bytes: got.bytes[f..t].to_vec(),
+                version: got.version,
+            }),
+            _ => None,
+        })
+    }
+
+    fn entry(&self, key: &str) -> Result<Option<(&Entry, usize)>> {
+        let Some((entry, rank)) = self.entries.get(key) else {
             return Ok(None);
         };
         match entry.method {
-            Method::Store | Method::Deflate => Ok(Some(entry)),
+            Method::Store | Method::Deflate => Ok(Some((entry, *rank))),
             other => Err(Error::unsupported(
                 format!("{}!{key}", self.blob.name()),
                 format!("zip compression {other:?} (entries must be stored or deflated)"),
@@ -240,26 +355,27 @@ fn parse_local_header(header: &[u8]) -> Option<u64> {
     Some(field(26)? + field(28)?)
 }
 
-/// The folder to open the archive at: "" when the root's metadata is at the top, else the
-/// one top-level folder holding it.
-fn root_folder(files: &[Entry]) -> String {
-    if files
-        .iter()
-        .any(|e| ROOT_MARKERS.contains(&e.name.as_str()))
-    {
+/// The folder to open the archive at, given the names of its files: "" when a root
+/// marker is at the top, else the one top-level folder holding every file, when it holds
+/// a marker at its top (or whenever there are no markers to look for).
+fn root_folder<'a>(names: impl Iterator<Item = &'a str> + Clone, markers: &[String]) -> String {
+    let marker = |name: &str| markers.iter().any(|m| m == name);
+    if names.clone().any(marker) {
         return String::new();
     }
-    let mut tops = files.iter().map(|e| e.name.split('/').next().unwrap_or(""));
-    let Some(top) = tops.next() else {
+    let Some(top) = names
+        .clone()
+        .next()
+        .map(|n| n.split('/').next().unwrap_or(""))
+    else {
         return String::new();
     };
     let folder = format!("{top}/");
-    let single = files.iter().all(|e| e.name.starts_with(&folder));
-    let marked = files.iter().any(|e| {
-        e.name
-            .strip_prefix(&folder)
-            .is_some_and(|rest| ROOT_MARKERS.contains(&rest))
-    });
+    let single = names.clone().all(|n| n.starts_with(&folder));
+    let marked = markers.is_empty()
+        || names
+            .clone()
+            .any(|n| n.strip_prefix(&folder).is_some_and(marker));
     if single && marked {
         folder
     } else {
@@ -269,14 +385,17 @@ fn root_folder(files: &[Entry]) -> String {
 
 impl Store for ZipStore {
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
-        let Some(entry) = self.entry(key)? else {
+        let Some((entry, rank)) = self.entry(key)? else {
             return Ok(None);
         };
         let Some(range) = range else {
-            return self.read_entry(key, entry).map(Some);
+            return self.read_entry(key, entry, rank).map(Some);
         };
         let (offset, len) = range.clip(entry.uncompressed_size);
         if entry.method == Method::Store {
+            if let Some(got) = self.stored_from_run(rank, offset, len)? {
+                return Ok(Some(got));
+            }
             // Stored data is read in place: a shard's inner chunk costs one request.
             let start = self.data_offset(key, entry)?;
             let got = self.blob.read(start.saturating_add(offset), len)?;
@@ -285,14 +404,14 @@ impl Store for ZipStore {
             }
             return Ok(Some(got));
         }
-        let mut whole = self.read_entry(key, entry)?;
+        let mut whole = self.read_entry(key, entry, rank)?;
         whole.bytes.truncate((offset + len) as usize);
         whole.bytes.drain(..offset as usize);
         Ok(Some(whole))
     }
 
     fn head(&self, key: &str) -> Result<Option<Head>> {
-        Ok(self.entry(key)?.map(|entry| Head {
+        Ok(self.entry(key)?.map(|(entry, _)| Head {
             size: entry.uncompressed_size,
             version: self.blob.version(),
         }))
@@ -317,5 +436,169 @@ impl Store for ZipStore {
             format!("{prefix}/")
         };
         Ok(self.dirs.get(&prefix).cloned().unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Version;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A stored (uncompressed) zip archive of `files`, in their order, as Python's
+    /// `zipfile` writes one.
+    fn archive(files: &[(&str, Vec<u8>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut directory = Vec::new();
+        let le16 = |v: &mut Vec<u8>, x: usize| v.extend_from_slice(&(x as u16).to_le_bytes());
+        let le32 = |v: &mut Vec<u8>, x: u32| v.extend_from_slice(&x.to_le_bytes());
+        for (name, data) in files {
+            let mut crc = flate2::Crc::new();
+            crc.update(data);
+            let offset = out.len() as u32;
+            // version 20, no flags, stored, 1980-01-01 00:00
+            let common = |v: &mut Vec<u8>| {
+                for x in [20, 0, 0, 0, 0x21] {
+                    le16(v, x);
+                }
+                le32(v, crc.sum());
+                le32(v, data.len() as u32);
+                le32(v, data.len() as u32);
+                le16(v, name.len());
+                le16(v, 0);
+            };
+            le32(&mut out, 0x0403_4b50);
+            common(&mut out);
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(data);
+            le32(&mut directory, 0x0201_4b50);
+            le16(&mut directory, 20);
+            common(&mut directory);
+            for x in [0, 0, 0] {
+                le16(&mut directory, x);
+            }
+            le32(&mut directory, 0);
+            le32(&mut directory, offset);
+            directory.extend_from_slice(name.as_bytes());
+        }
+        let at = out.len() as u32;
+        out.extend_from_slice(&directory);
+        le32(&mut out, 0x0605_4b50);
+        for x in [0, 0, files.len(), files.len()] {
+            le16(&mut out, x);
+        }
+        le32(&mut out, directory.len() as u32);
+        le32(&mut out, at);
+        le16(&mut out, 0);
+        out
+    }
+
+    /// An archive in memory that counts its reads and asks for `request`-byte requests.
+    struct Counted {
+        bytes: Vec<u8>,
+        reads: AtomicUsize,
+        request: u64,
+    }
+
+    impl Blob for std::sync::Arc<Counted> {
+        fn size(&self) -> u64 {
+            self.bytes.len() as u64
+        }
+        fn read(&self, offset: u64, len: u64) -> Result<Value> {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            let (offset, len) = ByteRange::Span { offset, len }.clip(self.size());
+            Ok(Value {
+                bytes: self.bytes[offset as usize..(offset + len) as usize].to_vec(),
+                version: self.version(),
+            })
+        }
+        fn name(&self) -> &str {
+            "mem.zip"
+        }
+        fn version(&self) -> Version {
+            Version::Tag("1".into())
+        }
+        fn caps(&self) -> Caps {
+            Caps {
+                request_bytes: self.request,
+                ..Caps::local()
+            }
+        }
+    }
+
+    fn files() -> Vec<(String, Vec<u8>)> {
+        let mut files = vec![("zarr.json".to_string(), b"{}".to_vec())];
+        for i in 0..10u8 {
+            files.push((format!("c/{i}"), vec![i; 100 + i as usize]));
+        }
+        files
+    }
+
+    fn open(request: u64, names: &[(String, Vec<u8>)]) -> (Arc<Counted>, ZipStore) {
+        let files: Vec<(&str, Vec<u8>)> =
+            names.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+        let blob = Arc::new(Counted {
+            bytes: archive(&files),
+            reads: AtomicUsize::new(0),
+            request,
+        });
+        let markers = vec!["zarr.json".to_string()];
+        let store = ZipStore::open(Box::new(blob.clone()), &markers).unwrap();
+        (blob, store)
+    }
+
+    #[test]
+    fn a_remote_archive_reads_entries_in_runs_a_local_one_entry_by_entry() {
+        let files = files();
+        for (request, most) in [(8 << 20, 1), (0, usize::MAX)] {
+            let (blob, store) = open(request, &files);
+            let opened = blob.reads.load(Ordering::Relaxed);
+            for (name, data) in &files {
+                assert_eq!(&store.read(name, None).unwrap().unwrap().bytes, data);
+                let part = ByteRange::Span { offset: 1, len: 5 };
+                let got = store.read(name, Some(part)).unwrap().unwrap().bytes;
+                assert_eq!(got, data[1..data.len().min(6)]);
+            }
+            let reads = blob.reads.load(Ordering::Relaxed) - opened;
+            if request == 0 {
+                assert!(
+                    reads >= files.len(),
+                    "{reads} reads of {} entries",
+                    files.len()
+                );
+            } else {
+                assert!(reads <= most, "{reads} reads of {} entries", files.len());
+            }
+        }
+    }
+
+    #[test]
+    fn the_root_folder_is_found_by_the_markers_its_opener_gives() {
+        let nested: Vec<(String, Vec<u8>)> = files()
+            .into_iter()
+            .map(|(n, d)| (format!("top.zarr/{n}"), d))
+            .collect();
+        let (_, store) = open(0, &nested);
+        assert_eq!(store.list_dir("").unwrap().keys, ["zarr.json"]);
+        // A folder without a marker at its top is not the root.
+        let deeper: Vec<(String, Vec<u8>)> = files()
+            .into_iter()
+            .map(|(n, d)| (format!("top/a/{n}"), d))
+            .collect();
+        let (_, store) = open(0, &deeper);
+        assert_eq!(store.list_dir("").unwrap().prefixes, ["top"]);
+        // With no markers given, the only top-level folder is.
+        let files: Vec<(&str, Vec<u8>)> = deeper
+            .iter()
+            .map(|(n, d)| (n.as_str(), d.clone()))
+            .collect();
+        let blob = Arc::new(Counted {
+            bytes: archive(&files),
+            reads: AtomicUsize::new(0),
+            request: 0,
+        });
+        let store = ZipStore::open(Box::new(blob), &[]).unwrap();
+        assert_eq!(store.list_dir("").unwrap().prefixes, ["a"]);
     }
 }
