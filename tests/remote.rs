@@ -249,10 +249,7 @@ fn stalls_fail_only_their_reads_drops_are_retried_and_recovery_needs_no_remount(
             cache_dir.as_str(),
         ],
     );
-    let picks: Vec<_> = arrays_of(&m, "v3")
-        .into_iter()
-        .filter(|a| a["vlen"] == false && !is_unsupported(a))
-        .collect();
+    let picks = flat_v3_arrays(&m);
     assert!(picks.len() >= 4, "v3 has too few arrays");
     let expect = |i: usize, bytes: &[u8]| sha256(bytes) == picks[i]["sha256"]["C_little"];
     let file = |i: usize| mount.array(&m, "v3", picks[i]["path"].as_str().unwrap_or(""));
@@ -424,11 +421,7 @@ fn disk_cache_serves_a_second_mount_without_data_gets_and_refetches_changed_obje
         "--disk-cache-size",
         "1GiB",
     ];
-    let arrays: Vec<_> = arrays_of(&m, "v3")
-        .into_iter()
-        .filter(|a| a["vlen"] == false && !is_unsupported(a))
-        .take(20)
-        .collect();
+    let arrays: Vec<_> = flat_v3_arrays(&m).into_iter().take(20).collect();
     let read_all = |mount: &Mount| read_v3_arrays(&m, &arrays, mount);
     let first = Mount::new(Path::new(&url), &args);
     let mut failures = read_all(&first);
@@ -436,15 +429,9 @@ fn disk_cache_serves_a_second_mount_without_data_gets_and_refetches_changed_obje
     let cold = proxy.requests("DATA");
     assert!(cold > 0, "the first mount fetched no chunk");
 
-    proxy.command("reset");
-    let second = Mount::new(Path::new(&url), &args);
-    failures.extend(read_all(&second));
-    drop(second);
-    assert_eq!(
-        proxy.requests("DATA"),
-        0,
-        "chunk GETs with a warm disk cache"
-    );
+    let (again, data_gets) = remount_and_count(&proxy, &url, &args, "DATA", read_all);
+    failures.extend(again);
+    assert_eq!(data_gets, 0, "chunk GETs with a warm disk cache");
 
     // The objects of one array rewritten (same bytes, new ETag) are fetched again.
     let path = arrays[0]["path"].as_str().unwrap_or("");
@@ -470,6 +457,31 @@ fn disk_cache_serves_a_second_mount_without_data_gets_and_refetches_changed_obje
 
 /// Read each of `arrays` (of the v3 fixture store) through `mount`: what differs from
 /// zarr-python's bytes in C order, or fails.
+/// The v3 fixture arrays whose flat files the tests read: fixed-size elements, codecs
+/// zarrfs reads.
+fn flat_v3_arrays(m: &Manifest) -> Vec<&serde_json::Value> {
+    arrays_of(m, "v3")
+        .into_iter()
+        .filter(|a| a["vlen"] == false && !is_unsupported(a))
+        .collect()
+}
+
+/// Mount `url` with `args` afresh (the proxy's counts reset first) and read with
+/// `read_all`: the read failures, and how many `method` requests the proxy saw.
+fn remount_and_count(
+    proxy: &Proxy,
+    url: &str,
+    args: &[&str],
+    method: &str,
+    read_all: impl Fn(&Mount) -> Vec<String>,
+) -> (Vec<String>, u64) {
+    proxy.command("reset");
+    let mount = Mount::new(Path::new(url), args);
+    let failures = read_all(&mount);
+    drop(mount);
+    (failures, proxy.requests(method))
+}
+
 fn read_v3_arrays(m: &Manifest, arrays: &[&serde_json::Value], mount: &Mount) -> Vec<String> {
     let mut failures = Vec::new();
     for a in arrays {
@@ -511,11 +523,7 @@ fn a_zip_archive_on_a_server_is_served_from_the_disk_cache_by_a_second_mount() {
     let cache_dir = cache.path().display().to_string();
     let args = ["--disk-cache", cache_dir.as_str()];
     let url = format!("{}/v3.zip", proxy.url());
-    let arrays: Vec<_> = arrays_of(&m, "v3")
-        .into_iter()
-        .filter(|a| a["vlen"] == false && !is_unsupported(a))
-        .take(20)
-        .collect();
+    let arrays: Vec<_> = flat_v3_arrays(&m).into_iter().take(20).collect();
     assert!(!arrays.is_empty(), "no v3 fixture arrays");
     let read_all = |mount: &Mount| read_v3_arrays(&m, &arrays, mount);
     let first = Mount::new(Path::new(&url), &args);
@@ -525,15 +533,9 @@ fn a_zip_archive_on_a_server_is_served_from_the_disk_cache_by_a_second_mount() {
         proxy.requests("GET") > 0,
         "the first mount read nothing of the archive"
     );
-    proxy.command("reset");
-    let second = Mount::new(Path::new(&url), &args);
-    failures.extend(read_all(&second));
-    drop(second);
-    assert_eq!(
-        proxy.requests("GET"),
-        0,
-        "GETs of the archive with a warm disk cache"
-    );
+    let (again, gets) = remount_and_count(&proxy, &url, &args, "GET", read_all);
+    failures.extend(again);
+    assert_eq!(gets, 0, "GETs of the archive with a warm disk cache");
     assert_no_failures(&failures);
 }
 
@@ -554,10 +556,7 @@ fn a_zip_archive_on_s3_is_read_in_runs_of_entries_and_then_from_the_disk_cache()
     let cache_dir = cache.path().display().to_string();
     let args = ["-o", options.as_str(), "--disk-cache", cache_dir.as_str()];
     let url = "s3://zips/v3.zip";
-    let arrays: Vec<_> = arrays_of(&m, "v3")
-        .into_iter()
-        .filter(|a| a["vlen"] == false && !is_unsupported(a))
-        .collect();
+    let arrays = flat_v3_arrays(&m);
     assert!(!arrays.is_empty(), "no v3 fixture arrays");
     // The chunk entries (shards included) reading every array reads: the archive holds
     // the store's files.
@@ -576,14 +575,8 @@ fn a_zip_archive_on_s3_is_read_in_runs_of_entries_and_then_from_the_disk_cache()
         gets < entries as u64,
         "{gets} GETs for {entries} chunk entries: entries were not fetched together"
     );
-    proxy.command("reset");
-    let second = Mount::new(Path::new(url), &args);
-    failures.extend(read_all(&second));
-    drop(second);
-    assert_eq!(
-        proxy.requests("GET"),
-        0,
-        "GETs of the archive with a warm disk cache"
-    );
+    let (again, gets) = remount_and_count(&proxy, url, &args, "GET", read_all);
+    failures.extend(again);
+    assert_eq!(gets, 0, "GETs of the archive with a warm disk cache");
     assert_no_failures(&failures);
 }

@@ -114,21 +114,9 @@ impl Content {
             Content::Flat(view) => view.read_at(cursor, offset, buf),
             Content::Bytes(b) => Ok(copy_from(b, offset, buf)),
             Content::Pieces { pieces, size } => {
-                let mut done = 0;
-                for (piece, within, room) in covering(pieces, *size, offset, buf.len()) {
-                    let out = &mut buf[done..done + room];
-                    let n = match &piece.part {
-                        Part::Bytes(b) => copy_from(b, within, out),
-                        Part::Range { data, offset, .. } => {
-                            data.read_into(cursor, offset + within, out)?
-                        }
-                    };
-                    done += n;
-                    if n < room {
-                        break;
-                    }
-                }
-                Ok(done)
+                let read =
+                    |data: &Content, at, out: &mut [u8]| data.read_into(cursor, at, out).map(Some);
+                Ok(fill_pieces(pieces, *size, offset, buf, read)?.unwrap_or(0))
             }
         }
     }
@@ -165,30 +153,22 @@ impl Content {
             Content::Flat(view) => view.read_now(cursor, offset, buf),
             Content::Bytes(b) => Ok(Now::Copied(copy_from(b, offset, buf))),
             Content::Pieces { pieces, size } => {
-                let mut done = 0;
-                for (piece, within, room) in covering(pieces, *size, offset, buf.len()) {
-                    let out = &mut buf[done..done + room];
-                    let n = match &piece.part {
-                        Part::Bytes(b) => copy_from(b, within, out),
-                        Part::Range { data, offset, .. } => {
-                            match data.read_now(cursor, offset + within, out)? {
-                                Now::InPlace(slice) => {
-                                    let bytes = slice.bytes();
-                                    let n = bytes.len().min(room);
-                                    out[..n].copy_from_slice(&bytes[..n]);
-                                    n
-                                }
-                                Now::Copied(n) => n,
-                                Now::Later => return Ok(Now::Later),
-                            }
+                let read = |data: &Content, at, out: &mut [u8]| {
+                    Ok(match data.read_now(cursor, at, out)? {
+                        Now::InPlace(slice) => {
+                            let bytes = slice.bytes();
+                            let n = bytes.len().min(out.len());
+                            out[..n].copy_from_slice(&bytes[..n]);
+                            Some(n)
                         }
-                    };
-                    done += n;
-                    if n < room {
-                        break;
-                    }
-                }
-                Ok(Now::Copied(done))
+                        Now::Copied(n) => Some(n),
+                        Now::Later => None,
+                    })
+                };
+                Ok(match fill_pieces(pieces, *size, offset, buf, read)? {
+                    Some(n) => Now::Copied(n),
+                    None => Now::Later,
+                })
             }
         }
     }
@@ -212,6 +192,34 @@ impl Content {
             }
         }
     }
+}
+
+/// Fill `buf` from `offset` of a file of `pieces` (`size` bytes), each array part read
+/// with `read(data, at, out)`; the bytes written (short at end of file), or `None` as
+/// soon as `read` gives `None`.
+fn fill_pieces(
+    pieces: &[Piece],
+    size: u64,
+    offset: u64,
+    buf: &mut [u8],
+    mut read: impl FnMut(&Content, u64, &mut [u8]) -> Result<Option<usize>>,
+) -> Result<Option<usize>> {
+    let mut done = 0;
+    for (piece, within, room) in covering(pieces, size, offset, buf.len()) {
+        let out = &mut buf[done..done + room];
+        let n = match &piece.part {
+            Part::Bytes(b) => copy_from(b, within, out),
+            Part::Range { data, offset, .. } => match read(data, offset + within, out)? {
+                Some(n) => n,
+                None => return Ok(None),
+            },
+        };
+        done += n;
+        if n < room {
+            break;
+        }
+    }
+    Ok(Some(done))
 }
 
 /// The pieces a read of `len` bytes from `offset` covers, each with the offset within

@@ -200,17 +200,7 @@ impl ZarrFs {
         if self.views.shows_raw() {
             out.push((name.to_string(), Node::Array(path.to_string())));
         }
-        for kind in self.views.extra(Placement::Array) {
-            let file = kind.file_name(name);
-            if taken.contains(&file) {
-                log::debug!("/{path}: view {file:?} left out: a node has that name");
-                continue;
-            }
-            match self.view_absent(path, kind) {
-                None => out.push((file, Node::View(path.to_string(), kind))),
-                Some(why) => log::debug!("/{path}: no {} view: {why}", kind.label()),
-            }
-        }
+        out.extend(self.placed_views(name, path, Placement::Array, taken));
         out
     }
 
@@ -233,15 +223,17 @@ impl ZarrFs {
             })
     }
 
-    /// The group-placed view files of the group at `path` named `name`.
-    fn group_entries(
+    /// The view files placed as `placement` says of the node at `path` named `name`, with
+    /// the names of real nodes (`taken`) left to them.
+    fn placed_views(
         &self,
         name: &str,
         path: &str,
+        placement: Placement,
         taken: &HashSet<String>,
     ) -> Vec<(String, Node)> {
         let mut out = Vec::new();
-        for kind in self.views.extra(Placement::Group) {
+        for kind in self.views.extra(placement) {
             let file = kind.file_name(name);
             if taken.contains(&file) {
                 log::debug!("/{path}: view {file:?} left out: a node has that name");
@@ -271,7 +263,7 @@ impl ZarrFs {
             if kind == NodeKind::Array {
                 names.extend(self.array_entries(&name, &path, &taken));
             } else {
-                names.extend(self.group_entries(&name, &path, &taken));
+                names.extend(self.placed_views(&name, &path, Placement::Group, &taken));
                 names.push((name, Node::Dir(path)));
             }
         }
