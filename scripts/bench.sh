@@ -23,6 +23,9 @@
 #           user.zarrfs.bytes_fetched; "n/a" when the mount has none)
 #        g  `ls -lR` and `find -type f | wc -l` on the mounted 10k hierarchy against
 #           `find` on the store folder
+#        bb three back-to-back reads of each array per --io mode with the default
+#           materialization, the daemon's CPU seconds, against `zarrfs cat`
+#           (scripts/bench_b2b.sh; BENCH_B2B=0 skips it)
 #        i  decode limit, direct-IO reads, materialized warm re-reads, eight concurrent
 #           readers in each mode against eight `zarrfs cat` (scripts/bench_io.sh;
 #           BENCH_IO=0 skips it)
@@ -34,7 +37,7 @@
 # Cold figures are the median of BENCH_REPEAT runs (default 5), warm ones of 5.
 # Environment: BENCH_CACHE_SIZE (the mounts' --cache-size; default auto, the daemon's own),
 # BENCH_RANDOM_READS (default 10000), BENCH_REPEAT, ZARRFS (a prebuilt binary, skips the
-# build), PYTHON (for the venv).
+# build), PYTHON (for the venv), BENCH_MAIN=0 (skip sections a to g).
 # The daemons' logs go to target/bench-zarrfs.log.
 set -euo pipefail
 
@@ -214,6 +217,8 @@ record meta.file_bytes "$(stat -c %s "$plain")"
 record meta.loadavg_start "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)"
 
 # ---------------------------------------------------------------- a, b, c, d, h
+# BENCH_MAIN=0 skips sections a to g (to run only the sections after them).
+if [ "${BENCH_MAIN:-1}" != 0 ]; then
 # Each repetition takes the cold mount read, zarrfs cat and the two libraries back to
 # back (and the cold plain file with the uncompressed array), so that the VM's drifting
 # speed affects them alike; warm mount reads alternate with warm plain-file reads. The
@@ -312,6 +317,13 @@ for r in $(seq "$repeat"); do
     timed g.ls_store_warm ls_tree "$small"
 done
 rm -f "$count_file"
+fi
+
+# ---------------------------------------------------------------- back to back (bb)
+if [ "${BENCH_B2B:-1}" != 0 ]; then
+    # shellcheck source=scripts/bench_b2b.sh
+    source scripts/bench_b2b.sh
+fi
 
 # ---------------------------------------------------------------- io modes (i)
 if [ "${BENCH_IO:-1}" != 0 ]; then

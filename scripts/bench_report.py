@@ -231,6 +231,49 @@ def io_section(raw: Raw, nbytes: int, add, tput) -> list[str]:
     return lines
 
 
+def b2b_section(raw: Raw, nbytes: int, add, tput) -> list[str]:
+    """The back-to-back table (bb.* keys of scripts/bench_b2b.sh); adds its criteria."""
+    lines = ["## Back-to-back reads (bb)", "",
+             "Three `dd bs=1M` reads of each array through a fresh mount with the default "
+             "materialization, each started the moment the last ends; the daemon's CPU "
+             "seconds for the first read and for all three, and for one read followed by "
+             "10 s idle, against `zarrfs cat` of the same array (cold).", ""]
+    rows = []
+    for key, label in VARIANTS:
+        for mode in ("auto", "direct", "cache"):
+            reads = [fmt_seconds(raw, f"bb.{mode}.{n}.{key}", nbytes) for n in (1, 2, 3)]
+            cpu = [raw.num(f"bb.{mode}.cpu{n}.{key}") for n in (1, 3)]
+            rows.append([label, mode, *reads,
+                         *("n/a" if c is None else f"{c:.2f} s" for c in cpu)])
+        idle, cat_cpu = raw.num(f"bb.idle_cpu.{key}"), raw.num(f"bb.cat_cpu.{key}")
+        rows.append([label, "zarrfs cat", fmt_seconds(raw, f"bb.cat.{key}", nbytes), "", "",
+                     "n/a" if cat_cpu is None else f"{cat_cpu:.2f} s",
+                     "n/a" if idle is None else f"one read + 10 s idle: {idle:.2f} s"])
+    lines += table(["array", "mode", "read 1", "read 2", "read 3", "CPU, read 1",
+                    "CPU, reads 1-3"], rows)
+    lines += ["", f"Warm plain file: {fmt_seconds(raw, 'bb.plain_warm', nbytes)}.", ""]
+    for key in ("zstd", "blosc", "sharded"):
+        for n in (2, 3):
+            add(f"(bb) read {n} / read 1 (time), auto, {key}",
+                ratio(raw.num(f"bb.auto.{n}.{key}"), raw.num(f"bb.auto.1.{key}")), 0.5, False)
+        add(f"(bb) read 2 / warm plain file (throughput), auto, {key}",
+            ratio(tput(f"bb.auto.2.{key}"), tput("bb.plain_warm")), 0.5, True)
+    for key, _ in VARIANTS:
+        for mode in ("auto", "direct", "cache"):
+            worst = max((raw.num(f"bb.{mode}.{n}.{key}") or 0) for n in (2, 3))
+            add(f"(bb) slower of reads 2, 3 / read 1 (time), {mode}, {key}",
+                ratio(worst or None, raw.num(f"bb.{mode}.1.{key}")), 1.05, False)
+    for key in ("zstd", "sharded"):
+        add(f"(bb) daemon CPU, three reads / one read, auto, {key}",
+            ratio(raw.num(f"bb.auto.cpu3.{key}"), raw.num(f"bb.auto.cpu1.{key}")), 1.15, False)
+        add(f"(bb) daemon CPU, one read + 10 s idle / zarrfs cat CPU, {key}",
+            ratio(raw.num(f"bb.idle_cpu.{key}"), raw.num(f"bb.cat_cpu.{key}")), 1.15, False)
+    for key in ("zstd", "blosc", "sharded"):
+        add(f"(bb) cold first read, auto / zarrfs cat (throughput), {key}",
+            ratio(tput(f"bb.auto.1.{key}"), tput(f"bb.cat.{key}")), 0.9, True)
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -435,6 +478,8 @@ def main() -> int:
     limit = (cache_bytes + 64 * MIB) / MIB
     add(f"(h) daemon peak RSS at the end of (a), max of {len(hwms)} mounts (MiB)",
         max(hwms) / 1024 if hwms else None, limit, False, "{:.0f}")
+    if raw.nums("bb.auto.1.zstd"):
+        lines += b2b_section(raw, nbytes, add, tput)
     if raw.nums("i.limit.zstd"):
         lines += io_section(raw, nbytes, add, tput)
     if raw.num("r.meta.latency_ms") is not None:

@@ -156,7 +156,14 @@ def expected_views(entry: dict, order: str) -> dict[str, str | None]:
         out["tiff"] = "too many pages"
     else:
         out["tiff"] = None
-    out["envi"] = f"type {entry['dtype']}" if key not in ENVI_CODES else ("zero-length dimension" if empty else None)
+    if key not in ENVI_CODES:
+        out["envi"] = f"type {entry['dtype']}"
+    elif empty:
+        out["envi"] = "zero-length dimension"
+    elif ENVI_CODES[key] == 1 and math.prod(shape) < 2:
+        out["envi"] = "one-byte file: GDAL's ENVI driver does not open it"
+    else:
+        out["envi"] = None
     if key not in MET_TYPES:
         out["mhd"] = out["nrrd"] = f"type {entry['dtype']}"
     elif empty:

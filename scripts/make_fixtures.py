@@ -489,6 +489,9 @@ def v3_shapes(s: Store) -> None:
     s.array("shapes/scalar_unwritten", "0-d int32 never written: reads as fill 42", shape=(), chunks=(),
             dtype="int32", fill_value=42, write="none")
     s.array("shapes/scalar_string", "0-d string", shape=(), chunks=(), dtype=VariableLengthUTF8())
+    s.array("shapes/scalar_bool", "0-d bool (a one-byte file: no ENVI view)", shape=(), chunks=(), dtype="bool")
+    s.array("shapes/one_uint8", "one uint8 element (a one-byte file: no ENVI view)", shape=(1,), chunks=(1,),
+            dtype="uint8")
     s.array("shapes/zero_len", "zero-length dimension [0, 5]", shape=(0, 5), chunks=(2, 2), dtype="int32")
     s.array("shapes/zero_len_3d", "zero-length middle dimension [3, 0, 2]", shape=(3, 0, 2), chunks=(2, 1, 2),
             dtype="float32")

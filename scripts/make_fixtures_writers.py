@@ -11,8 +11,8 @@ Writes into OUTDIR (which must exist):
                      (NaN nodata, blosc with a numeric shuffle, X/Y coordinate arrays),
                      then arrays added with GDAL's multidimensional API: every GDAL
                      data type (uint64 and int64 fill values as decimal strings), 0-4
-                     dims, each compressor (blosc with shuffle "NONE"/"BYTE"/"BIT",
-                     zlib, gzip, lzma, zstd, lz4), the delta filter, F chunk order,
+                     dims, each compressor (blosc with shuffle "NONE"/"BYTE"/"BIT"/"2",
+                     blosc snappy, zlib, gzip, lzma, zstd, lz4), the delta filter, F chunk order,
                      "/" separator, partial writes (missing chunks), NaN/Infinity
                      fill values and attributes (bare NaN/Infinity tokens in .zattrs
                      and .zmetadata), a subgroup
@@ -217,6 +217,15 @@ GDAL_ARRAYS = [
      "blosc blosclz, shuffle \"BIT\", partial"),
     ("compressors/blosc_lz4hc", "u1", (9, 8), (4, 4), 7,
      ["COMPRESS=BLOSC", "BLOSC_SHUFFLE=BYTE", "BLOSC_CNAME=lz4hc"], "all", "blosc lz4hc"),
+    # Blosc snappy (Debian's libblosc has it; zarrfs decodes its streams in Rust). Chunks
+    # of 128 bytes or more, which c-blosc compresses (smaller ones it stores as they are):
+    # 1024-byte float32 chunks split in 4 streams, 256-byte int16 ones in 2.
+    ("compressors/blosc_snappy_bit", "f4", (20, 24), (16, 16), float("nan"),
+     ["COMPRESS=BLOSC", "BLOSC_SHUFFLE=2", "BLOSC_CNAME=snappy"], "all",
+     "blosc snappy, shuffle \"2\" (bit)"),
+    ("compressors/blosc_snappy_byte", "i2", (20, 24), (8, 16), -1,
+     ["COMPRESS=BLOSC", "BLOSC_SHUFFLE=BYTE", "BLOSC_CNAME=snappy"], (slice(0, 16), slice(0, 24)),
+     "blosc snappy, shuffle \"BYTE\", partial"),
     ("compressors/zlib", "i2", (9, 8), (4, 4), None, ["COMPRESS=ZLIB"], "all", "zlib"),
     ("compressors/gzip", "f4", (9, 8), (4, 4), float("nan"), ["COMPRESS=GZIP"], "all", "gzip"),
     ("compressors/lzma", "f8", (9, 8), (4, 4), None, ["COMPRESS=LZMA"], "all", "lzma"),

@@ -577,6 +577,8 @@ META_V3 = [
     ("m3_bytes_endian_invalid", "bytes codec with endian 'middle'",
      dict(doc_fn=codec_setter([{"name": "bytes", "configuration": {"endian": "middle"}},
                                {"name": "zstd", "configuration": {"level": 1}}]))),
+    ("m3_bytes_swap_units_overflow", "bytes codec with swap unit [u64 max, 2] (offset + length overflows)",
+     dict(doc_fn=codec_setter([{"name": "bytes", "configuration": {"swap_units": [[U64_MAX, 2]]}}]))),
     ("m3_transpose_out_of_range", "transpose order [0, 5]",
      dict(doc_fn=codec_setter([{"name": "transpose", "configuration": {"order": [0, 5]}},
                                {"name": "bytes", "configuration": {"endian": "little"}}]))),

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::fixtures::{arrays_of, check_store, is_unsupported, stores};
 use common::mount::{
-    io_args, mounted, pread_full, run_python, test_python, umount, wait_until, Lcg, Mount, Unmount,
+    io_args, mounted, pread_full, run_python, test_python, umount, wait_for, wait_until, Lcg,
+    Mount, Unmount,
 };
 use common::{assert_no_failures, cat, copy_dir, sha256, zarrfs, Manifest, TempDir};
 use serde_json::Value;
@@ -536,6 +537,24 @@ fn after_sigkill_umount_clears_the_stale_mount() {
     assert!(mounted(&mp), "a killed daemon leaves its mount behind");
     let err = std::fs::read_dir(&mp).err().and_then(|e| e.raw_os_error());
     assert_eq!(err, Some(libc::ENOTCONN), "stale mount");
+    // Mounting again on it says what is there and what to do.
+    let again = Command::new(zarrfs())
+        .arg("mount")
+        .arg(Manifest::load().store_dir("v3_consolidated"))
+        .arg(&mp)
+        .output()
+        .expect("run");
+    let message = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(
+        again.status.code(),
+        Some(1),
+        "mount on a dead mount: {message}"
+    );
+    assert!(
+        message.contains("dead zarrfs/FUSE mount")
+            && message.contains(&format!("zarrfs umount {}", mp.display())),
+        "mount on a dead mount: {message}"
+    );
     assert!(umount(&mp).success(), "zarrfs umount");
     assert!(!mounted(&mp));
     assert_eq!(std::fs::read_dir(&mp).expect("plain dir again").count(), 0);
@@ -898,4 +917,116 @@ fn a_panic_in_the_inline_read_fails_only_that_read() {
         text.contains("internal error") && text.contains("injected fault"),
         "no log line for the panic: {text}"
     );
+}
+
+/// Reads `path` from `start` to the end, then from 0 up to `start`, in 1 MiB reads, and
+/// returns the file's bytes in order.
+fn read_from_the_middle(path: &Path, start: u64) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).expect("open");
+    let mut tail = Vec::new();
+    f.seek(SeekFrom::Start(start)).expect("seek");
+    f.read_to_end(&mut tail).expect("read the tail");
+    let mut head = vec![0u8; start as usize];
+    f.seek(SeekFrom::Start(0)).expect("seek");
+    f.read_exact(&mut head).expect("read the head");
+    head.extend_from_slice(&tail);
+    head
+}
+
+#[test]
+fn a_first_read_fills_the_copy_as_it_is_served() {
+    let m = Manifest::load();
+    let entry = &arrays_of(&m, "v3_large")[0];
+    let want = entry["sha256"]["C_little"].as_str().expect("digest");
+    let mount = Mount::new(&m.store_dir("v3_large"), &["--materialize", "512MiB"]);
+    let file = mount.path("field");
+    let state = || xattr(&file, "user.zarrfs.materialized").unwrap_or_default();
+    assert_eq!(state(), "no");
+    // The read's own bytes complete the copy: ready the moment the read ends, with no
+    // background decode of the array to wait for.
+    assert_eq!(read_hash(&file), want);
+    let now = state();
+    assert!(now.starts_with("ready"), "right after one read: {now}");
+    wait_until("an open served by the kernel", || {
+        assert_eq!(read_hash(&file), want);
+        !state().starts_with("ready (0 ")
+    });
+}
+
+#[test]
+fn copies_filled_from_the_middle_at_random_and_by_two_readers_are_exact() {
+    let m = Manifest::load();
+    // Every fixed-size array of the v3 fixtures, read first from its middle.
+    let mount = Mount::new(&m.store_dir("v3"), &["--materialize", "256MiB"]);
+    let mut failures = Vec::new();
+    for entry in arrays_of(&m, "v3") {
+        if is_unsupported(entry) || entry["vlen"] == true {
+            continue;
+        }
+        let path = entry["path"].as_str().unwrap_or("");
+        let file = common::mount::array_file(&m, "v3", path, &mount.mountpoint);
+        let want = entry["sha256"]["C_little"].as_str().unwrap_or("");
+        let size = std::fs::metadata(&file).map(|s| s.len()).unwrap_or(0);
+        let got = read_from_the_middle(&file, size / 2);
+        if sha256(&got) != want {
+            failures.push(format!("{path}: read from the middle differs"));
+        }
+        // Read again (from the copy, or through the kernel once it is ready).
+        if read_hash(&file) != want {
+            failures.push(format!("{path}: re-read differs"));
+        }
+        let state = xattr(&file, "user.zarrfs.materialized").unwrap_or_default();
+        if size > 0
+            && !wait_for(Duration::from_secs(20), || {
+                xattr(&file, "user.zarrfs.materialized")
+                    .unwrap_or_default()
+                    .starts_with("ready")
+            })
+        {
+            failures.push(format!("{path}: copy never ready ({state})"));
+        } else if read_hash(&file) != want {
+            failures.push(format!("{path}: read of the copy differs"));
+        }
+    }
+    assert_no_failures(&failures);
+    drop(mount);
+
+    // Random reads while the copy fills, then two readers at once, then the copy.
+    let entry = &arrays_of(&m, "v3_large")[0];
+    let want = entry["sha256"]["C_little"].as_str().expect("digest");
+    let bytes = cat(&m.store_dir("v3_large"), "field", &[]);
+    let mount = Mount::new(&m.store_dir("v3_large"), &["--materialize", "512MiB"]);
+    let file = mount.path("field");
+    let f = std::fs::File::open(&file).expect("open");
+    let mut rng = Lcg(11);
+    for _ in 0..300 {
+        let offset = rng.next(bytes.len() as u64);
+        let len = rng.next(3 << 20) as usize;
+        let got = pread_full(&f, offset, len).expect("pread");
+        let end = (offset as usize + len).min(bytes.len());
+        assert_eq!(got, &bytes[offset as usize..end], "pread {offset}+{len}");
+    }
+    let readers: Vec<_> = [0u64, bytes.len() as u64 / 3]
+        .into_iter()
+        .map(|start| {
+            let file = file.clone();
+            std::thread::spawn(move || sha256(&read_from_the_middle(&file, start)))
+        })
+        .collect();
+    for r in readers {
+        assert_eq!(r.join().expect("reader"), want, "a concurrent reader");
+    }
+    drop(f);
+    wait_until("the copy ready", || {
+        xattr(&file, "user.zarrfs.materialized")
+            .unwrap_or_default()
+            .starts_with("ready")
+    });
+    wait_until("an open served by the kernel", || {
+        assert_eq!(read_hash(&file), want);
+        !xattr(&file, "user.zarrfs.materialized")
+            .unwrap_or_default()
+            .starts_with("ready (0 ")
+    });
 }

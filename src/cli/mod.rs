@@ -2,7 +2,6 @@
 //! (the binary's `main` is [`main`]).
 
 mod args;
-pub mod demo;
 mod docs;
 pub mod inspect;
 mod progress;
@@ -466,7 +465,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Umount { mountpoint } => crate::daemon::mount::unmount(&mountpoint),
         Command::Demo { dir } => {
-            crate::cli::demo::write(&dir)?;
+            crate::hierarchy::demo::write(&dir)?;
             println!("wrote a demo hierarchy to {}", dir.display());
             Ok(())
         }

@@ -1,13 +1,15 @@
 //! The blosc codec (v3 `blosc`, numcodecs `blosc`) through c-blosc, built from source by
 //! `blosc-src` and called through its C API: every cname built in (blosclz, lz4, lz4hc,
-//! zlib, zstd; not snappy) and every shuffle mode; the header gives the decoded size,
-//! checked before decompressing.
+//! zlib, zstd) and every shuffle mode; the header gives the decoded size, checked before
+//! decompressing. That c-blosc has no snappy: a buffer whose header names it is re-framed
+//! by `blosc_snappy` (streams decompressed in Rust, stored raw) and then decompressed by
+//! c-blosc like any other, which undoes the shuffle. Snappy is read only, never written.
 
 use std::ffi::CStr;
 
 use serde_json::Value;
 
-use super::{check_len, BytesToBytes, ChunkRepr};
+use super::{blosc_snappy, check_len, BytesToBytes, ChunkRepr};
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::CodecSpec;
 
@@ -38,7 +40,8 @@ pub struct Blosc {
     typesize: usize,
 }
 
-/// The compressors of this build of c-blosc, by the names metadata uses.
+/// The compressors of this build of c-blosc, by the names metadata uses, and snappy,
+/// which only decodes (through `blosc_snappy`).
 fn compressor(name: &str) -> Option<&'static CStr> {
     let bytes: &'static [u8] = match name {
         "blosclz" => blosc_src::BLOSC_BLOSCLZ_COMPNAME,
@@ -46,6 +49,7 @@ fn compressor(name: &str) -> Option<&'static CStr> {
         "lz4hc" => blosc_src::BLOSC_LZ4HC_COMPNAME,
         "zlib" => blosc_src::BLOSC_ZLIB_COMPNAME,
         "zstd" => blosc_src::BLOSC_ZSTD_COMPNAME,
+        "snappy" => blosc_src::BLOSC_SNAPPY_COMPNAME,
         _ => return None,
     };
     CStr::from_bytes_with_nul(bytes).ok()
@@ -55,14 +59,8 @@ impl Blosc {
     pub fn build(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Blosc> {
         let c = &spec.config;
         let name = c.get("cname").and_then(Value::as_str).unwrap_or("lz4");
-        let cname = compressor(name).ok_or_else(|| {
-            let why = if name == "snappy" {
-                "blosc cname \"snappy\" (not built in)".to_string()
-            } else {
-                format!("blosc cname {name:?}")
-            };
-            Error::unsupported("", why)
-        })?;
+        let cname = compressor(name)
+            .ok_or_else(|| Error::unsupported("", format!("blosc cname {name:?}")))?;
         let clevel = c.get("clevel").and_then(Value::as_u64).unwrap_or(5).min(9) as libc::c_int;
         let typesize = c
             .get("typesize")
@@ -83,25 +81,28 @@ impl Blosc {
 
 /// The shuffle mode as numcodecs (`0`, `1`, `2`, `-1` for automatic), the v3 spec
 /// (`"noshuffle"`, `"shuffle"`, `"bitshuffle"`) or GDAL (`"NONE"`, `"BYTE"`, `"BIT"`)
-/// write it; strings in any case. Absent or null: byte shuffle, numcodecs' default.
+/// write it (strings in any case), or numcodecs' code as a string (`"2"`, as GDAL
+/// writes it). Absent or null: byte shuffle, numcodecs' default.
 /// Decoding reads the mode from each chunk's header; this one is for encoding.
 fn shuffle_mode(value: Option<&Value>, typesize: usize) -> Result<Shuffle> {
     use Shuffle::{Bit, Byte, None as NoShuffle};
+    let code = |n: Option<i64>| match n {
+        Some(0) => Some(NoShuffle),
+        Some(1) => Some(Byte),
+        Some(2) => Some(Bit),
+        Some(-1) if typesize == 1 => Some(Bit),
+        Some(-1) => Some(Byte),
+        _ => None,
+    };
     let mode = match value {
         None | Some(Value::Null) => Some(Byte),
-        Some(Value::Number(n)) => match n.as_i64() {
-            Some(0) => Some(NoShuffle),
-            Some(1) => Some(Byte),
-            Some(2) => Some(Bit),
-            Some(-1) if typesize == 1 => Some(Bit),
-            Some(-1) => Some(Byte),
-            _ => None,
-        },
+        Some(Value::Number(n)) => code(n.as_i64()),
         Some(Value::String(s)) => match s.to_ascii_lowercase().as_str() {
             "noshuffle" | "none" => Some(NoShuffle),
             "shuffle" | "byte" => Some(Byte),
             "bitshuffle" | "bit" => Some(Bit),
-            _ => None,
+            // GDAL writes numcodecs' code as a string ("2").
+            number => code(number.parse().ok()),
         },
         Some(_) => None,
     };
@@ -128,6 +129,12 @@ impl BytesToBytes for Blosc {
         if size == 0 {
             return Ok(Vec::new());
         }
+        // Snappy streams are decompressed in Rust into a frame this c-blosc reads.
+        let bytes = if blosc_snappy::is_snappy(&bytes) {
+            blosc_snappy::reframe(&bytes, size)?
+        } else {
+            bytes
+        };
         // The size comes from the header: reserved fallibly, before finding out whether
         // the header lies.
         let mut out: Vec<u8> = Vec::new();
@@ -147,6 +154,12 @@ impl BytesToBytes for Blosc {
     }
 
     fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        if self.cname.to_bytes_with_nul() == blosc_src::BLOSC_SNAPPY_COMPNAME {
+            return Err(Error::unsupported(
+                "",
+                "blosc cname \"snappy\" for writing (read only: c-blosc is built without it)",
+            ));
+        }
         let room = self.max_encoded_len(bytes.len());
         let mut out: Vec<u8> = Vec::with_capacity(room);
         // SAFETY: `out` has room for `room` bytes, at least the input plus c-blosc's
@@ -235,6 +248,10 @@ mod tests {
             (json!("BYTE"), Byte),
             (json!("BIT"), Bit),
             (json!("bit"), Bit),
+            (json!("0"), NoShuffle),
+            (json!("1"), Byte),
+            (json!("2"), Bit),
+            (json!("-1"), Byte),
             (Value::Null, Byte),
         ] {
             assert_eq!(mode(v.clone(), 4).unwrap(), want, "{v}");
@@ -248,6 +265,8 @@ mod tests {
             json!("bytes"),
             json!(""),
             json!(" shuffle"),
+            json!("3"),
+            json!("2.0"),
             json!(true),
             json!([1]),
         ] {

@@ -22,13 +22,8 @@ impl Bytes {
         let swap = match (spec.config.get("endian"), spec.config.get("swap_units")) {
             (_, Some(Value::Array(units))) => units
                 .iter()
-                .map(|u| {
-                    let o = u.get(0)?.as_u64()? as usize;
-                    let l = u.get(1)?.as_u64()? as usize;
-                    (o + l <= item).then_some((o, l))
-                })
-                .collect::<Option<SwapUnits>>()
-                .ok_or_else(|| Error::metadata("", "bad swap units"))?,
+                .map(|u| swap_unit(u, item))
+                .collect::<Result<SwapUnits>>()?,
             (Some(Value::String(e)), _) if e == "big" => repr.dtype.swap_units(),
             (Some(Value::String(e)), _) if e == "little" => vec![],
             (None | Some(Value::Null), _) => vec![],
@@ -39,6 +34,26 @@ impl Bytes {
             item,
             len: repr.fixed_len()?,
         })
+    }
+}
+
+/// One `[offset, length]` swap unit, which must lie inside an element of `item` bytes.
+fn swap_unit(unit: &Value, item: usize) -> Result<(usize, usize)> {
+    let field = |i: usize| unit.get(i).and_then(Value::as_u64);
+    let (Some(o), Some(l)) = (field(0), field(1)) else {
+        return Err(Error::metadata(
+            "",
+            format!("bytes codec: bad swap unit {unit}"),
+        ));
+    };
+    match o.checked_add(l) {
+        Some(end) if end <= item as u64 => Ok((o as usize, l as usize)),
+        _ => Err(Error::metadata(
+            "",
+            format!(
+                "bytes codec: swap unit beyond the element size ({unit}, {item}-byte elements)"
+            ),
+        )),
     }
 }
 
@@ -75,5 +90,45 @@ impl ArrayToBytes for Bytes {
 
     fn max_encoded_len(&self) -> Option<usize> {
         Some(self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::{DataType, FillValue};
+    use serde_json::json;
+
+    fn build(units: Value) -> Result<Bytes> {
+        let repr = ChunkRepr {
+            shape: vec![4],
+            dtype: DataType::Int(4),
+            fill: FillValue::Fixed(vec![0; 4]),
+        };
+        Bytes::build(
+            &CodecSpec::new("bytes", json!({ "swap_units": units })),
+            &repr,
+        )
+    }
+
+    #[test]
+    fn swap_units_beyond_the_element_are_refused_at_build() {
+        for units in [
+            json!([[u64::MAX, 2]]),
+            json!([[2, u64::MAX]]),
+            json!([[3, 2]]),
+            json!([[0, 4], [4, 1]]),
+        ] {
+            let err = build(units.clone()).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref()
+                    .is_some_and(|e| e.contains("swap unit beyond the element size")),
+                "{units}: {err:?}"
+            );
+        }
+        assert!(build(json!([["a", 2]])).is_err());
+        let ok = build(json!([[0, 4]])).unwrap();
+        let decoded = ok.decode(vec![1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(matches!(decoded, Ok(ChunkData::Fixed(b)) if b[..8] == [4, 3, 2, 1, 8, 7, 6, 5]));
     }
 }

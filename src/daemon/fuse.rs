@@ -296,11 +296,16 @@ impl Filesystem for FuseAdapter {
     ) {
         let (fs, materializer) = (self.fs.clone(), self.materializer.clone());
         let (ino, fh) = (ino.0, fh.0);
-        let served = move |fs: &ZarrFs, n: usize| {
-            if materializer.enabled() && fs.reaches_end(ino, offset, n) {
-                materializer.read_to_end(ino);
+        // What a reader was given is copied into the array's materialized copy.
+        let served = move |fs: &ZarrFs, bytes: &[u8]| {
+            if materializer.enabled() {
+                materializer.fill(ino, offset, bytes);
+                if fs.reaches_end(ino, offset, bytes.len()) {
+                    materializer.read_to_end(ino);
+                }
             }
         };
+        let copies = self.materializer.clone();
         // A read whose units are all decoded is answered here, on the thread that took it
         // from the kernel: a bounded copy (or none), with no store I/O and no decode, so
         // it holds up other requests only briefly and skips the hand-off to a worker.
@@ -312,14 +317,19 @@ impl Filesystem for FuseAdapter {
                 faults.inline_read(offset);
                 buf.resize(buf.len().max(size as usize), 0);
                 let buf = &mut buf[..size as usize];
+                // Bytes already in the array's copy are not decoded again.
+                if let Some(n) = copies.read_copy(ino, offset, buf) {
+                    reply.data(&buf[..n]);
+                    return None;
+                }
                 match fs.read_now(fh, offset, buf) {
                     Ok(Now::InPlace(slice)) => {
-                        served(&fs, slice.bytes().len());
+                        served(&fs, slice.bytes());
                         reply.data(slice.bytes());
                         None
                     }
                     Ok(Now::Copied(n)) => {
-                        served(&fs, n);
+                        served(&fs, &buf[..n]);
                         reply.data(&buf[..n]);
                         None
                     }
@@ -335,11 +345,11 @@ impl Filesystem for FuseAdapter {
             return;
         };
         self.reads.run(ino, move || {
-            let served = |n: usize| served(&fs, n);
+            let served = |bytes: &[u8]| served(&fs, bytes);
             // A range inside one cached unit goes out as it is, without a copy.
             match fs.read_in_place(fh, offset, size as usize) {
                 Ok(Some(slice)) => {
-                    served(slice.bytes().len());
+                    served(slice.bytes());
                     return reply.data(slice.bytes());
                 }
                 Ok(None) => {}
@@ -351,7 +361,7 @@ impl Filesystem for FuseAdapter {
                 let buf = &mut buf[..size as usize];
                 let result = fs.read_into(fh, offset, buf);
                 reply!(reply, "read", result, |n| {
-                    served(n);
+                    served(&buf[..n]);
                     reply.data(&buf[..n])
                 })
             })

@@ -209,15 +209,21 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
     let hierarchy =
         Hierarchy::open(store).map_err(|e| Error::Invalid(format!("{}: {e}", cfg.store)))?;
     let mp = &cfg.mountpoint;
-    let abs = std::fs::canonicalize(mp).map_err(|e| match e.raw_os_error() {
-        Some(libc::ENOTCONN) => Error::Invalid(format!(
-            "{}: stale mount (transport endpoint not connected); run `zarrfs umount {}`",
+    // A mount whose daemon died answers every stat with ENOTCONN.
+    let dead = || {
+        Error::Invalid(format!(
+            "mountpoint {}: a dead zarrfs/FUSE mount is there (its daemon has ended: \
+             transport endpoint is not connected); run `zarrfs umount {}` first",
             mp.display(),
             mp.display()
-        )),
+        ))
+    };
+    let not_usable = |e: std::io::Error| match e.raw_os_error() {
+        Some(libc::ENOTCONN) => dead(),
         _ => Error::Invalid(format!("mountpoint {}: {e}", mp.display())),
-    })?;
-    if !abs.is_dir() {
+    };
+    let abs = std::fs::canonicalize(mp).map_err(not_usable)?;
+    if !std::fs::metadata(&abs).map_err(not_usable)?.is_dir() {
         return Err(Error::Invalid(format!(
             "mountpoint {}: not a directory",
             mp.display()

@@ -528,6 +528,12 @@ impl ZarrFs {
         h.content.read_now(&h.cursor, offset, buf)
     }
 
+    /// Keep the decoded chunks of arrays that fit the cache once they are read, so a
+    /// re-read decodes nothing (see [`ChunkCache::keep_fitting`]).
+    pub fn keep_read_arrays(&self, on: bool) {
+        self.cache.keep_fitting(on);
+    }
+
     /// The size of `ino` when it is an array's data file (raw, `.npy` or `.tif`).
     pub fn array_file_size(&self, ino: u64) -> Option<u64> {
         let entry = self.entry(ino).ok()?;

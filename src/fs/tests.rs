@@ -14,7 +14,7 @@ fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
         std::thread::current().id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
-    crate::cli::demo::write(&dir).unwrap();
+    crate::hierarchy::demo::write(&dir).unwrap();
     let fs = fs_over(&dir, order, big_endian);
     (dir, fs)
 }
@@ -149,7 +149,7 @@ fn reads_inside_one_unit_are_served_in_place() {
             "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
             "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
         });
-        crate::cli::demo::v3_array(&dir, name, doc, &data).unwrap();
+        crate::hierarchy::demo::v3_array(&dir, name, doc, &data).unwrap();
     }
     for (order, contiguous) in [(Order::C, "rows"), (Order::F, "cols")] {
         for big_endian in [false, true] {
@@ -215,7 +215,7 @@ fn unusable_nodes_fail_alone_and_fill_chunks_are_not_materialized() {
         serde_json::json!([6, 5]),
         serde_json::json!([4, 4]),
     );
-    crate::cli::demo::v3_array(&dir, "good", small, &data).unwrap();
+    crate::hierarchy::demo::v3_array(&dir, "good", small, &data).unwrap();
     let write = |name: &str, text: &str| {
         std::fs::create_dir_all(dir.join(name)).unwrap();
         std::fs::write(dir.join(name).join("zarr.json"), text).unwrap();
@@ -619,7 +619,7 @@ fn two_sequential_readers_of_one_array_each_keep_their_readahead() {
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
     });
-    crate::cli::demo::v3_array(&dir, "a", doc, &data).unwrap();
+    crate::hierarchy::demo::v3_array(&dir, "a", doc, &data).unwrap();
     // Both readers' windows fit the cache.
     let (store, fs) = counted_fs(&dir, 256 << 20, 2);
     let ino = fs.lookup(ROOT, "a").unwrap().ino;

@@ -1,8 +1,10 @@
 //! The hierarchy a mount shows: what node sits at a path, its metadata version and when
 //! it was checked, and a group's children, explicit and implicit groups alike. Where the
 //! nodes come from is a [`Catalog`]: a Zarr store walked by its layout (`zarr.rs`), and
-//! next catalogs that list their nodes themselves (Icechunk).
+//! next catalogs that list their nodes themselves (Icechunk). `demo.rs` writes a small
+//! hierarchy with zarrfs's own encoders (for `zarrfs demo` and the tests).
 
+pub mod demo;
 mod zarr;
 
 use std::collections::{HashMap, HashSet};

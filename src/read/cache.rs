@@ -11,6 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,8 @@ struct Inner {
 
 pub struct ChunkCache {
     budget: usize,
+    /// Whether the chunks of a file that fits [`ChunkCache::keeps`] stay once served.
+    keep_fitting: AtomicBool,
     inner: Mutex<Inner>,
     loading: Mutex<HashMap<ChunkKey, Arc<Pending>>>,
 }
@@ -79,6 +82,7 @@ impl ChunkCache {
     pub fn new(budget: usize) -> Self {
         ChunkCache {
             budget,
+            keep_fitting: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 lru: LruCache::unbounded(),
                 used: 0,
@@ -93,6 +97,18 @@ impl ChunkCache {
 
     pub fn budget(&self) -> usize {
         self.budget
+    }
+
+    /// Keep the chunks of files of at most half the budget once they are served, so a
+    /// re-read right after a read decodes nothing (for a mount where nothing else keeps
+    /// what was read, such as a materialized copy).
+    pub fn keep_fitting(&self, on: bool) {
+        self.keep_fitting.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether served chunks of a file of `bytes` decoded bytes stay in the cache.
+    pub fn keeps(&self, bytes: u64) -> bool {
+        self.keep_fitting.load(Ordering::Relaxed) && bytes <= (self.budget / 2) as u64
     }
 
     /// Bytes held now.

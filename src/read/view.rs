@@ -204,10 +204,12 @@ impl View {
     }
 
     /// Note that `bytes` of the unit at `key` were handed out: a unit read whole leaves
-    /// the cache, unless other open files read this view too.
+    /// the cache, unless other open files read this view too or the cache keeps files
+    /// of this size (see [`ChunkCache::keeps`]).
     fn served(&self, key: &ChunkKey, bytes: usize) {
         let alone = self.readers.load(Ordering::Relaxed) <= 1;
-        self.cache.served_by(key, bytes, alone);
+        self.cache
+            .served_by(key, bytes, alone && !self.cache.keeps(self.size()));
     }
 
     /// The file size: prod(shape) × itemsize.

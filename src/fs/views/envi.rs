@@ -61,6 +61,12 @@ pub fn header(meta: &ArrayMetadata, layout: Layout) -> Result<Vec<u8>, Absent> {
     let scalar = Scalar::of(&meta.dtype)?;
     let code = code(scalar).ok_or_else(|| scalar.unsupported("ENVI"))?;
     non_empty(meta)?;
+    // GDAL's ENVI driver reads the first two bytes of the raw file before it looks for the
+    // header, and refuses a file of one byte.
+    let elements: u64 = meta.shape.iter().product();
+    if code == 1 && elements < 2 {
+        return Err("GDAL's ENVI driver does not open a raw file of one byte".into());
+    }
     let (samples, lines, bands) = planes(&file_shape(meta, layout));
     let text = format!(
         "ENVI\n\
