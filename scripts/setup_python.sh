@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create the two Python virtual environments that write the test fixtures.
+# Create the Python virtual environments that write the test fixtures.
 #
 #   target/venv-zarr3  zarr-python 3.x: writes the Zarr v2 and v3 fixtures
 #   target/venv-zarr2  zarr-python 2.18.7: writes the 2020 draft-v3 layout
@@ -7,6 +7,11 @@
 #                      /usr/bin/python3 with its site packages (GDAL's osgeo from
 #                      python3-gdal and its numpy; GDAL has no PyPI wheel), plus
 #                      tifffile, SimpleITK and pynrrd from PyPI
+#   target/venv-refs   kerchunk reference sets over NetCDF-4/HDF5 files
+#                      (scripts/make_fixtures_refs.py): kerchunk 0.2.10 with
+#                      zarr-python 3.1, netCDF4, h5py, xarray and h5netcdf for the
+#                      source files and their read-back, pandas and fastparquet
+#                      for Parquet references, VirtualiZarr; wheels only
 #
 # Idempotent: each venv keeps a stamp file holding its requirement list, and
 # pip runs only when the stamp is missing or differs from the list below.
@@ -26,6 +31,23 @@ zarr2_requirements='zarr==2.18.7
 numpy<2
 numcodecs>=0.12,<0.16
 pytest'
+# kerchunk 0.2.8 and later need zarr>=3.0.1 and fsspec>=2025.2.0 (0.2.7 and older need
+# zarr<3); VirtualiZarr 2.x needs zarr>=3.1 and numpy>=2.1. VirtualiZarr's [hdf] extra
+# (hdf5plugin, imagecodecs) is left out: its HDF parser reads zlib and shuffle without it.
+refs_requirements='--only-binary=:all:
+kerchunk==0.2.10
+zarr>=3.1,<3.2
+numcodecs
+numpy>=2.1
+fsspec>=2025.2.0
+ujson
+h5py
+netCDF4
+h5netcdf
+xarray
+pandas
+fastparquet
+virtualizarr'
 # numpy stays Debian's (osgeo is built against it): pip sees it through the system site
 # packages and installs no other.
 views_requirements='tifffile
@@ -58,7 +80,9 @@ mkdir -p "$target_dir"
 make_venv venv-zarr3 "$zarr3_requirements"
 make_venv venv-zarr2 "$zarr2_requirements"
 make_venv venv-views "$views_requirements" /usr/bin/python3 --system-site-packages
+make_venv venv-refs "$refs_requirements"
 for name in venv-zarr3 venv-zarr2; do
     "$target_dir/$name/bin/python" -c 'import zarr, numcodecs, numpy; print("setup_python:", "zarr", zarr.__version__, "numcodecs", numcodecs.__version__, "numpy", numpy.__version__)'
 done
 "$target_dir/venv-views/bin/python" -c 'from osgeo import gdal; import numpy, tifffile, SimpleITK, nrrd; print("setup_python: views: GDAL", gdal.__version__, "numpy", numpy.__version__, "tifffile", tifffile.__version__, "SimpleITK", SimpleITK.Version_VersionString(), "pynrrd", nrrd.__version__)'
+"$target_dir/venv-refs/bin/python" -c 'import kerchunk, zarr, numcodecs, numpy, fsspec, h5py, netCDF4, xarray, h5netcdf, fastparquet, virtualizarr; print("setup_python: refs: kerchunk", kerchunk.__version__, "zarr", zarr.__version__, "numcodecs", numcodecs.__version__, "numpy", numpy.__version__, "fsspec", fsspec.__version__, "h5py", h5py.__version__, "HDF5", h5py.version.hdf5_version, "netCDF4", netCDF4.__version__, "netCDF-C", netCDF4.__netcdf4libversion__, "xarray", xarray.__version__, "h5netcdf", h5netcdf.__version__, "fastparquet", fastparquet.__version__, "virtualizarr", virtualizarr.__version__)'

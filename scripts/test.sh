@@ -53,6 +53,8 @@ fi
 
 bash scripts/setup_python.sh
 target/venv-zarr3/bin/python scripts/make_fixtures.py target/fixtures
+# Kerchunk and VirtualiZarr reference sets of NetCDF-4 / HDF5 files (tests/references.rs).
+target/venv-refs/bin/python scripts/make_fixtures_refs.py target/fixtures
 # The bad-input corpus of tests/hostile.rs: broken and hostile stores (FIFOs and device
 # files among them, so this runs as root).
 target/venv-zarr3/bin/python scripts/make_hostile.py target/hostile

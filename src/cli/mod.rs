@@ -79,6 +79,10 @@ struct StoreArgs {
     /// The disk cache's budget: bytes, or with a unit (20GiB); oldest entries go first.
     #[arg(long, default_value = "10GiB", value_parser = crate::daemon::mount::parse_size)]
     disk_cache_size: usize,
+    /// A reference set (kerchunk JSON) may read its targets under this folder or URL
+    /// prefix too (repeatable); by default only under the set's own folder.
+    #[arg(long = "virtual-prefix", value_name = "PREFIX")]
+    virtual_prefix: Vec<String>,
 }
 
 /// `--materialize`: a budget, or the default.
@@ -139,6 +143,7 @@ impl StoreArgs {
                 .disk_cache
                 .clone()
                 .map(|dir| (dir, self.disk_cache_size as u64)),
+            virtual_prefixes: self.virtual_prefix.clone(),
             root_markers: crate::metadata::ROOT_MARKERS
                 .iter()
                 .map(|m| m.to_string())
@@ -155,7 +160,8 @@ impl StoreArgs {
 /// One array of a store and the layout of its flat file: what `cat` and `header` read.
 #[derive(clap::Args)]
 struct ArrayArgs {
-    /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+    /// A folder, s3://, gs://, az://, http(s):// URL, a .zip at any of them, or a kerchunk
+    /// reference set (JSON file).
     store: String,
     path: String,
     #[command(flatten)]
@@ -207,7 +213,8 @@ enum Command {
     /// `zarrfs STORE MOUNTPOINT -o OPTIONS` (what mount(8) runs for fuse.zarrfs): every
     /// flag is an -o option too (cache_size=2GiB), mount(8)/fstab options are ignored.
     Mount {
-        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+        /// A folder, s3://, gs://, az://, http(s):// URL, a .zip at any of them, or a kerchunk
+        /// reference set (JSON file).
         store: String,
         mountpoint: PathBuf,
         #[command(flatten)]
@@ -257,7 +264,8 @@ enum Command {
     Demo { dir: PathBuf },
     /// Print the hierarchy: nodes, kinds, shapes, data types, chunks, codecs, attributes.
     Inspect {
-        /// A folder, s3://, gs://, az://, http(s):// URL, or a .zip at any of them.
+        /// A folder, s3://, gs://, az://, http(s):// URL, a .zip at any of them, or a kerchunk
+        /// reference set (JSON file).
         store: String,
         path: Option<String>,
         #[arg(long)]

@@ -1,6 +1,7 @@
 //! Where bytes come from: a small read-only key/value store trait and its backends (a
 //! local folder, object storage and HTTP on shared per-host sources, zip archives in
-//! either, memory for tests), and the coalescing of neighbouring byte ranges of one object
+//! either, kerchunk reference sets whose keys resolve to byte ranges of other files,
+//! memory for tests), and the coalescing of neighbouring byte ranges of one object
 //! into one request (`spans.rs`).
 
 #[cfg(feature = "remote")]
@@ -11,6 +12,7 @@ mod folder;
 mod memory;
 mod open;
 mod options;
+mod references;
 #[cfg(feature = "remote")]
 mod remote;
 #[cfg(feature = "remote")]
@@ -26,6 +28,7 @@ pub use folder::FolderStore;
 pub use memory::MemoryStore;
 pub use open::{open, short_name};
 pub use options::{is_secret_key, StoreConfig};
+pub use references::ReferenceStore;
 #[cfg(feature = "remote")]
 pub use remote::RemoteStore;
 #[cfg(feature = "remote")]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::blob::{Blob, FileBlob};
 use super::options::StoreConfig;
 use super::zip::ZipStore;
-use super::{FolderStore, Store};
+use super::{FolderStore, ReferenceStore, Store};
 use crate::error::Result;
 
 /// The scheme of `spec` when it is a URL (`file://` excepted: a local path).
@@ -30,12 +30,52 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
         return remote::open(spec, &scheme, cfg);
     }
     let path = Path::new(spec.strip_prefix("file://").unwrap_or(spec));
+    if !cfg.zip && path.is_file() && !is_zip_name(spec) {
+        if let Some(refs) = reference_file(path, cfg)? {
+            return Ok(Arc::new(refs));
+        }
+    }
     if cfg.zip || (is_zip_name(spec) && !path.is_dir()) {
         let blob: Box<dyn Blob> = Box::new(FileBlob::open(path)?);
         Ok(Arc::new(ZipStore::open(blob, &cfg.root_markers)?))
     } else {
         Ok(Arc::new(FolderStore::open(path)?))
     }
+}
+
+/// The reference set in the local file `path`, when its content is one (a JSON object,
+/// or gzip / zstd data under a `.json.gz` / `.json.zst` name); `None` for other files.
+fn reference_file(path: &Path, cfg: &StoreConfig) -> Result<Option<ReferenceStore>> {
+    use std::io::Read;
+    let label = path.display().to_string();
+    let io = |source| crate::error::Error::Io {
+        key: label.clone(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    let mut head = [0u8; 64];
+    let n = file.read(&mut head).map_err(io)?;
+    if !super::references::looks_like_references(&label, &head[..n]) {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    let version = super::folder::file_version(&meta);
+    ReferenceStore::parse(&label, bytes, version, cfg).map(Some)
+}
+
+/// The store reading under URL `prefix` (a folder ending in `/`): a reference set's
+/// targets there, on the shared source of its bucket or host, through the disk cache.
+pub(super) fn open_remote_prefix(prefix: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+    let scheme = url_scheme(prefix).unwrap_or_default();
+    remote::open(
+        prefix,
+        &scheme,
+        &StoreConfig {
+            zip: false,
+            ..cfg.clone()
+        },
+    )
 }
 
 #[cfg(feature = "remote")]

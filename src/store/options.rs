@@ -27,6 +27,9 @@ pub struct StoreConfig {
     /// top-level folder holding one is opened at that folder. Empty: at that folder
     /// whenever there is only one.
     pub root_markers: Vec<String>,
+    /// Where the targets of a reference set may lie besides the set's own folder: local
+    /// folders or URL prefixes (`--virtual-prefix`).
+    pub virtual_prefixes: Vec<String>,
 }
 
 impl Default for StoreConfig {
@@ -40,6 +43,7 @@ impl Default for StoreConfig {
             max_requests: 32,
             disk_cache: None,
             root_markers: Vec::new(),
+            virtual_prefixes: Vec::new(),
         }
     }
 }

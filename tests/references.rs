@@ -1,0 +1,305 @@
+//! Kerchunk reference sets as stores, end to end: the sets kerchunk and VirtualiZarr wrote
+//! for NetCDF-4 and HDF5 files (scripts/make_fixtures_refs.py: version 0 and 1, templates,
+//! gzip, MultiZarrToZarr over a time series) through `zarrfs cat` in C and F order and
+//! through a mount, against the source files read by netCDF4, h5py and xarray; and
+//! hostile reference sets, written here from a good one, each failing alone.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::mount::Mount;
+use common::{assert_no_failures, sha256, zarrfs, TempDir};
+use serde_json::{json, Value};
+
+/// The reference fixtures' folder and manifest.
+fn refs() -> (PathBuf, Value) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fixtures");
+    let manifest = dir.join("refs/manifest-refs.json");
+    let text = std::fs::read_to_string(&manifest).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: run scripts/test.sh (scripts/make_fixtures_refs.py)",
+            manifest.display()
+        )
+    });
+    (dir, serde_json::from_str(&text).expect("manifest JSON"))
+}
+
+fn stores(m: &Value) -> &Vec<Value> {
+    m["stores"].as_array().expect("stores")
+}
+
+/// `zarrfs cat` of `path` in `store`: its bytes, or its error message.
+fn try_cat(store: &Path, path: &str, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = Command::new(zarrfs())
+        .arg("cat")
+        .arg(store)
+        .arg(path)
+        .args(args)
+        .output()
+        .expect("run zarrfs cat");
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).to_string())
+    }
+}
+
+#[test]
+fn every_reference_set_reads_like_its_source_files_through_cat() {
+    let (dir, m) = refs();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for store in stores(&m) {
+        let file = dir.join(store["file"].as_str().expect("file"));
+        for a in store["arrays"].as_array().expect("arrays") {
+            let path = a["path"].as_str().expect("path");
+            for (order, label) in [("C", "C_little"), ("F", "F_little")] {
+                match try_cat(&file, path, &["--order", order]) {
+                    Ok(bytes) if sha256(&bytes) == a["sha256"][label] => checked += 1,
+                    Ok(bytes) => failures.push(format!(
+                        "{}:{path} {order}: bytes differ ({} bytes, want {})",
+                        store["name"],
+                        bytes.len(),
+                        a["nbytes"]
+                    )),
+                    Err(e) => failures.push(format!("{}:{path} {order}: {e}", store["name"])),
+                }
+            }
+        }
+    }
+    assert_no_failures(&failures);
+    assert!(checked >= 200, "only {checked} reads checked");
+}
+
+#[test]
+fn reference_sets_mount_and_serve_every_array() {
+    let (dir, m) = refs();
+    let mut failures = Vec::new();
+    for store in stores(&m) {
+        let file = dir.join(store["file"].as_str().expect("file"));
+        let mount = Mount::new(&file, &[]);
+        let mount_f = Mount::new(&file, &["--order", "F"]);
+        for a in store["arrays"].as_array().expect("arrays") {
+            let path = a["path"].as_str().expect("path");
+            for (mount, label) in [(&mount, "C_little"), (&mount_f, "F_little")] {
+                match std::fs::read(mount.path(path)) {
+                    Ok(bytes) if sha256(&bytes) == a["sha256"][label] => {}
+                    Ok(_) => {
+                        failures.push(format!("{}:{path} {label}: bytes differ", store["name"]))
+                    }
+                    Err(e) => failures.push(format!("{}:{path} {label}: {e}", store["name"])),
+                }
+            }
+        }
+        for g in store["groups"].as_array().into_iter().flatten() {
+            let g = g.as_str().unwrap_or("");
+            if !mount.path(g).is_dir() {
+                failures.push(format!("{}:{g}: not a folder", store["name"]));
+            }
+        }
+    }
+    assert_no_failures(&failures);
+}
+
+/// A copy of reference set `name` in a new folder (its targets stay where they are:
+/// outside the copy's folder unless allowed), with `edit` applied to its JSON.
+fn edited_copy(name: &str, tmp: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
+    let (dir, m) = refs();
+    let store = stores(&m)
+        .iter()
+        .find(|s| s["name"] == name)
+        .expect("store in manifest");
+    let text = std::fs::read_to_string(dir.join(store["file"].as_str().expect("file")))
+        .expect("read reference set");
+    let mut doc: Value = serde_json::from_str(&text).expect("JSON");
+    edit(&mut doc);
+    let out = tmp.join(format!("{name}.json"));
+    std::fs::write(&out, doc.to_string()).expect("write");
+    out
+}
+
+/// The data folder of the fixtures, which a copied set must be allowed to read.
+fn data_dir() -> PathBuf {
+    let (dir, _) = refs();
+    dir.join("refs/data")
+}
+
+#[test]
+fn targets_outside_the_allowed_prefixes_are_never_read() {
+    let tmp = TempDir::new("refs-outside");
+    // The copy lies in a folder of its own: its targets are outside it.
+    let copy = edited_copy("single_nc", tmp.path(), |_| {});
+    let err = try_cat(&copy, "count", &[]).expect_err("a target outside the set's folder");
+    assert!(
+        err.contains("outside the allowed prefixes") && err.contains("single.nc"),
+        "{err}"
+    );
+    // Allowed explicitly, it reads.
+    let data = data_dir();
+    let allowed = try_cat(
+        &copy,
+        "count",
+        &["--virtual-prefix", data.to_str().expect("path")],
+    );
+    assert!(allowed.is_ok(), "with --virtual-prefix: {allowed:?}");
+}
+
+#[test]
+fn hostile_references_fail_alone_and_the_mount_stays_alive() {
+    let tmp = TempDir::new("refs-hostile");
+    let data = data_dir();
+    // Outside the allowed folder: a file any reference could name.
+    let secret_dir = tmp.path().join("secret");
+    std::fs::create_dir(&secret_dir).expect("mkdir");
+    let secret = secret_dir.join("secret.bin");
+    std::fs::write(&secret, vec![7u8; 4096]).expect("write secret");
+    // The allowed folder: the set, a copy of its source file, and a symlink leading out.
+    let allowed = tmp.path().join("allowed");
+    std::fs::create_dir(&allowed).expect("mkdir");
+    std::fs::copy(data.join("single.nc"), allowed.join("single.nc")).expect("copy source");
+    std::os::unix::fs::symlink(&secret, allowed.join("link.nc")).expect("symlink");
+    let target = allowed.join("single.nc").to_string_lossy().to_string();
+    let mut broken: Vec<(String, String)> = Vec::new();
+    let copy = edited_copy("single_nc", &allowed, |doc| {
+        let refs = doc["refs"].as_object_mut().expect("refs");
+        for v in refs.values_mut() {
+            if let Some(parts) = v.as_array_mut() {
+                parts[0] = json!(target);
+            }
+        }
+        let cases = [
+            (
+                json!([secret.to_string_lossy(), 0, 16]),
+                "an absolute path outside",
+            ),
+            (
+                json!([format!("{}/../secret/secret.bin", allowed.display()), 0, 16]),
+                "../ out",
+            ),
+            (
+                json!([allowed.join("link.nc").to_string_lossy(), 0, 16]),
+                "a symlink out",
+            ),
+            (json!([target, 1u64 << 40, 16]), "past the target's end"),
+            (json!([target, 0, (1u64 << 63) + 5]), "past 2^63"),
+            (json!("base64:@@not base64@@"), "bad base64"),
+            (
+                json!([allowed.join("missing.nc").to_string_lossy(), 0, 16]),
+                "a missing target",
+            ),
+        ];
+        // One chunk of each of these arrays (single-chunk arrays: the file fails whole).
+        let arrays: Vec<String> = refs
+            .keys()
+            .filter(|k| k.ends_with("/.zarray"))
+            .map(|k| k.trim_end_matches("/.zarray").to_string())
+            .filter(|a| {
+                refs.keys()
+                    .filter(|k| k.starts_with(&format!("{a}/")) && !k.contains("/."))
+                    .count()
+                    == 1
+            })
+            .collect();
+        for ((value, why), array) in cases.into_iter().zip(arrays) {
+            let key = refs
+                .keys()
+                .find(|k| k.starts_with(&format!("{array}/")) && !k.contains("/."))
+                .cloned()
+                .expect("a chunk key");
+            refs.insert(key, value);
+            broken.push((array, why.to_string()));
+        }
+    });
+    assert_eq!(
+        broken.len(),
+        7,
+        "not enough single-chunk arrays: {broken:?}"
+    );
+    let (_, m) = refs();
+    let store = stores(&m)
+        .iter()
+        .find(|s| s["name"] == "single_nc")
+        .expect("store");
+    let mount = Mount::new(&copy, &[]);
+    for (array, why) in &broken {
+        let got = std::fs::read(mount.path(array));
+        assert_eq!(
+            got.as_ref().err().and_then(|e| e.raw_os_error()),
+            Some(libc::EIO),
+            "{array} ({why}): {:?}",
+            got.map(|b| b.len())
+        );
+        let err = try_cat(&copy, array, &[]).expect_err(why);
+        assert!(err.contains(array.as_str()), "{why}: {err}");
+    }
+    // Every other array reads as before, through the same mount.
+    for a in store["arrays"].as_array().expect("arrays") {
+        let path = a["path"].as_str().expect("path");
+        if broken.iter().any(|(b, _)| b == path) {
+            continue;
+        }
+        let bytes = std::fs::read(mount.path(path)).expect("an intact array reads");
+        assert_eq!(sha256(&bytes), a["sha256"]["C_little"], "{path}");
+    }
+    let log = mount.log();
+    for what in [
+        "outside the allowed prefixes",
+        "symlink",
+        "past the end",
+        "base64",
+        "missing",
+    ] {
+        assert!(log.contains(what), "log has no {what:?}: {log}");
+    }
+    assert!(
+        !log.contains(&"\u{7}".repeat(16)),
+        "the secret's bytes in the log"
+    );
+}
+
+/// A change made to a reference set's JSON.
+type Edit = Box<dyn FnOnce(&mut Value)>;
+
+#[test]
+fn reference_sets_broken_as_a_whole_are_refused_with_a_clear_error() {
+    let tmp = TempDir::new("refs-whole");
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "gen_bomb",
+            Box::new(|doc: &mut Value| {
+                doc["gen"] = json!([{
+                    "key": "bomb/{{i}}.{{j}}", "url": "x.nc", "offset": "0", "length": "1",
+                    "dimensions": {"i": {"stop": 100000}, "j": {"stop": 100000}}
+                }]);
+            }),
+            "gen",
+        ),
+        (
+            "self_template",
+            Box::new(|doc: &mut Value| {
+                doc["templates"] = json!({"u": "{{u}}{{u}}"});
+                for v in doc["refs"].as_object_mut().expect("refs").values_mut() {
+                    if let Some(parts) = v.as_array_mut() {
+                        parts[0] = json!("{{u}}");
+                    }
+                }
+            }),
+            "",
+        ),
+    ];
+    for (name, edit, want) in cases {
+        let folder = tmp.path().join(name);
+        std::fs::create_dir(&folder).expect("mkdir");
+        let copy = edited_copy("single_nc", &folder, edit);
+        let result = try_cat(&copy, "count", &[]);
+        let err = result.expect_err(name);
+        assert!(err.contains(want), "{name}: {err}");
+    }
+    // Not JSON at all: no store.
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(&bad, b"{\"version\": 1, \"refs\": {").expect("write");
+    let err = try_cat(&bad, "count", &[]).expect_err("truncated JSON");
+    assert!(err.contains("bad.json"), "{err}");
+}
