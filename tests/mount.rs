@@ -1030,3 +1030,54 @@ fn copies_filled_from_the_middle_at_random_and_by_two_readers_are_exact() {
             .starts_with("ready (0 ")
     });
 }
+
+/// With no materialized copies, a direct-IO file read again right after a read is
+/// served from the decoded chunks the daemon kept (the array fits its cache): the second
+/// read fetches nothing from the store.
+#[test]
+fn a_direct_io_re_read_without_copies_fetches_nothing_again() {
+    let m = Manifest::load();
+    let (_dir, mountpoint, log) = common::mount::mount_dir("reread");
+    // Direct IO whatever ZARRFS_TEST_IO says: every read reaches the daemon.
+    let mut child = Command::new(zarrfs())
+        .args(["mount", "-f"])
+        .arg(m.store_dir("v3_large"))
+        .arg(&mountpoint)
+        .args([
+            "--io",
+            "direct",
+            "--materialize",
+            "off",
+            "--cache-size",
+            "256MiB",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("spawn zarrfs mount -f");
+    let _unmount = Unmount(&mountpoint);
+    wait_until("the mount", || mounted(&mountpoint));
+    let file = mountpoint.join("field");
+    let fetched = || {
+        xattr(&file, "user.zarrfs.bytes_fetched")
+            .and_then(|v| v.parse::<u64>().ok())
+            .expect("user.zarrfs.bytes_fetched")
+    };
+    let want = arrays_of(&m, "v3_large")[0]["sha256"]["C_little"]
+        .as_str()
+        .expect("digest")
+        .to_string();
+    assert_eq!(read_hash(&file), want);
+    let after_first = fetched();
+    assert!(after_first > 0, "the first read fetched nothing");
+    assert_eq!(read_hash(&file), want);
+    assert_eq!(
+        fetched(),
+        after_first,
+        "the re-read fetched from the store again"
+    );
+    assert!(umount(&mountpoint).success(), "zarrfs umount");
+    let _ = common::mount::wait_exit(&mut child, Duration::from_secs(20));
+}

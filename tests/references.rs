@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::mount::Mount;
+use common::servers::{nginx, s3s_fs};
 use common::{assert_no_failures, sha256, zarrfs, TempDir};
 use serde_json::{json, Value};
 
@@ -302,4 +303,95 @@ fn reference_sets_broken_as_a_whole_are_refused_with_a_clear_error() {
     std::fs::write(&bad, b"{\"version\": 1, \"refs\": {").expect("write");
     let err = try_cat(&bad, "count", &[]).expect_err("truncated JSON");
     assert!(err.contains("bad.json"), "{err}");
+}
+
+/// Reference set `name` rewritten so that every target is `base` + the source file's
+/// name, in a folder of its own; with its manifest entry.
+fn retargeted(name: &str, tmp: &Path, base: &str) -> (PathBuf, Value) {
+    let (_, m) = refs();
+    let store = stores(&m)
+        .iter()
+        .find(|s| s["name"] == name)
+        .expect("store in manifest")
+        .clone();
+    let copy = edited_copy(name, tmp, |doc| {
+        for v in doc["refs"].as_object_mut().expect("refs").values_mut() {
+            if let Some(parts) = v.as_array_mut() {
+                let file = parts[0]
+                    .as_str()
+                    .unwrap_or("")
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or("");
+                parts[0] = json!(format!("{base}{file}"));
+            }
+        }
+    });
+    (copy, store)
+}
+
+/// Every array of `store` through `cat` of `copy` with `args`, C and F order.
+fn cat_all(copy: &Path, store: &Value, args: &[&str]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for a in store["arrays"].as_array().expect("arrays") {
+        let path = a["path"].as_str().expect("path");
+        for (order, label) in [("C", "C_little"), ("F", "F_little")] {
+            let mut all = vec!["--order", order];
+            all.extend_from_slice(args);
+            match try_cat(copy, path, &all) {
+                Ok(bytes) if sha256(&bytes) == a["sha256"][label] => {}
+                Ok(_) => failures.push(format!("{path} {order}: bytes differ")),
+                Err(e) => failures.push(format!("{path} {order}: {e}")),
+            }
+        }
+    }
+    failures
+}
+
+#[test]
+fn targets_on_s3_and_a_web_server_read_through_their_remote_stores() {
+    let (dir, _) = refs();
+    // Buckets: `fixtures` is the fixture folder.
+    let buckets = TempDir::new("refs-buckets");
+    std::os::unix::fs::symlink(&dir, buckets.path().join("fixtures")).expect("symlink bucket");
+    let s3 = s3s_fs(buckets.path(), None);
+    let web = nginx(&dir, false);
+    let tmp = TempDir::new("refs-remote");
+    let mut failures = Vec::new();
+    for (name, base, mut args) in [
+        (
+            "single_nc",
+            "s3://fixtures/refs/data/".to_string(),
+            vec![
+                "--anonymous".to_string(),
+                "-o".into(),
+                format!("endpoint={},allow_http=true,region=us-east-1", s3.url()),
+            ],
+        ),
+        ("single_h5", format!("{}/refs/data/", web.url()), Vec::new()),
+    ] {
+        let folder = tmp.path().join(name);
+        std::fs::create_dir(&folder).expect("mkdir");
+        let (copy, store) = retargeted(name, &folder, &base);
+        let refused = cat_all(
+            &copy,
+            &store,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert!(
+            !refused.is_empty()
+                && refused
+                    .iter()
+                    .all(|f| f.contains("outside the allowed prefixes")),
+            "{name} without --virtual-prefix: {refused:?}"
+        );
+        args.extend(["--virtual-prefix".to_string(), base.clone()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        failures.extend(
+            cat_all(&copy, &store, &args)
+                .into_iter()
+                .map(|f| format!("{name}: {f}")),
+        );
+    }
+    assert_no_failures(&failures);
 }

@@ -122,7 +122,9 @@ impl FuseAdapter {
     /// `materialize`: the budget of files served by the kernel (0: off).
     pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode, materialize: u64) -> FuseAdapter {
         FuseAdapter {
-            materializer: Materializer::new(fs.clone(), materialize),
+            // Only direct-IO reads reach the daemon again on a re-read (the page cache
+            // answers the others): with no copies to serve them, their chunks stay.
+            materializer: Materializer::new(fs.clone(), materialize, io == IoMode::Direct),
             fs,
             io: Arc::new(IoPolicy::new(io)),
             reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),

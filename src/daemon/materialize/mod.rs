@@ -142,6 +142,7 @@ impl<Id> State<Id> {
 pub struct Materializer<Id> {
     fs: Arc<ZarrFs>,
     budget: u64,
+    keep_when_off: bool,
     enabled: AtomicBool,
     state: Mutex<State<Id>>,
     jobs: Pool,
@@ -150,13 +151,15 @@ pub struct Materializer<Id> {
 }
 
 impl<Id: Send + Sync + 'static> Materializer<Id> {
-    /// Materialized files of at most `budget` bytes together (0: off).
-    pub fn new(fs: Arc<ZarrFs>, budget: u64) -> Arc<Self> {
-        // The copies hold what was read: the decoded cache need not keep it too.
-        fs.keep_read_arrays(budget == 0);
+    /// Materialized files of at most `budget` bytes together (0: off). `keep_when_off`:
+    /// while there are no copies, the decoded cache keeps what was read instead (see
+    /// [`ZarrFs::keep_read_arrays`]).
+    pub fn new(fs: Arc<ZarrFs>, budget: u64, keep_when_off: bool) -> Arc<Self> {
+        fs.keep_read_arrays(budget == 0 && keep_when_off);
         Arc::new(Materializer {
             fs,
             budget,
+            keep_when_off,
             enabled: AtomicBool::new(budget > 0),
             state: Mutex::new(State {
                 inodes: HashMap::new(),
@@ -176,7 +179,7 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
     pub fn disable(&self, why: &str) {
         if self.enabled.swap(false, Ordering::Relaxed) {
             log::info!("materialize: off: {why}");
-            self.fs.keep_read_arrays(true);
+            self.fs.keep_read_arrays(self.keep_when_off);
         }
     }
 
