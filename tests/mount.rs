@@ -720,15 +720,32 @@ fn read_hash(path: &Path) -> String {
     sha256(&std::fs::read(path).expect("read array file"))
 }
 
+/// A mount of the large fixture array with room for its copy: the mount, the array's
+/// file and zarr-python's digest of it; its copy state is `no` so far.
+fn materialized_large(m: &Manifest) -> (Mount, PathBuf, String) {
+    let entry = &arrays_of(m, "v3_large")[0];
+    let want = entry["sha256"]["C_little"]
+        .as_str()
+        .expect("digest")
+        .to_string();
+    let mount = Mount::new(&m.store_dir("v3_large"), &["--materialize", "512MiB"]);
+    let file = mount.path("field");
+    assert_eq!(copy_state(&file), "no");
+    (mount, file, want)
+}
+
+/// `user.zarrfs.materialized` of `file`.
+fn copy_state(file: &Path) -> String {
+    xattr(file, "user.zarrfs.materialized").unwrap_or_default()
+}
+
 #[test]
 fn arrays_read_through_are_served_by_the_kernel_and_stay_exact() {
     let m = Manifest::load();
+    let (_mount, file, want) = materialized_large(&m);
+    let want = want.as_str();
     let entry = &arrays_of(&m, "v3_large")[0];
-    let want = entry["sha256"]["C_little"].as_str().expect("digest");
-    let mount = Mount::new(&m.store_dir("v3_large"), &["--materialize", "512MiB"]);
-    let file = mount.path("field");
-    let state = || xattr(&file, "user.zarrfs.materialized").unwrap_or_default();
-    assert_eq!(state(), "no");
+    let state = || copy_state(&file);
     // Read through once, with the file held open while the copy is built.
     let held = std::fs::File::open(&file).expect("open");
     assert_eq!(read_hash(&file), want);
@@ -937,12 +954,8 @@ fn read_from_the_middle(path: &Path, start: u64) -> Vec<u8> {
 #[test]
 fn a_first_read_fills_the_copy_as_it_is_served() {
     let m = Manifest::load();
-    let entry = &arrays_of(&m, "v3_large")[0];
-    let want = entry["sha256"]["C_little"].as_str().expect("digest");
-    let mount = Mount::new(&m.store_dir("v3_large"), &["--materialize", "512MiB"]);
-    let file = mount.path("field");
-    let state = || xattr(&file, "user.zarrfs.materialized").unwrap_or_default();
-    assert_eq!(state(), "no");
+    let (_mount, file, want) = materialized_large(&m);
+    let state = || copy_state(&file);
     // The read's own bytes complete the copy: ready the moment the read ends, with no
     // background decode of the array to wait for.
     assert_eq!(read_hash(&file), want);

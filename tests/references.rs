@@ -7,11 +7,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::mount::Mount;
 use common::servers::{nginx, s3s_fs};
-use common::{assert_no_failures, sha256, zarrfs, TempDir};
+use common::{assert_no_failures, sha256, try_cat, TempDir};
 use serde_json::{json, Value};
 
 /// The reference fixtures' folder and manifest.
@@ -29,22 +28,6 @@ fn refs() -> (PathBuf, Value) {
 
 fn stores(m: &Value) -> &Vec<Value> {
     m["stores"].as_array().expect("stores")
-}
-
-/// `zarrfs cat` of `path` in `store`: its bytes, or its error message.
-fn try_cat(store: &Path, path: &str, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new(zarrfs())
-        .arg("cat")
-        .arg(store)
-        .arg(path)
-        .args(args)
-        .output()
-        .expect("run zarrfs cat");
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).to_string())
-    }
 }
 
 #[test]

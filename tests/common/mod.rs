@@ -269,8 +269,8 @@ pub fn tail(text: &str, n: usize) -> String {
     text.chars().skip(skip).collect()
 }
 
-/// `zarrfs cat` of one array: its stdout.
-pub fn cat(store: &std::path::Path, path: &str, args: &[&str]) -> Vec<u8> {
+/// `zarrfs cat` of one array: its stdout, or its error message.
+pub fn try_cat(store: &std::path::Path, path: &str, args: &[&str]) -> Result<Vec<u8>, String> {
     let out = std::process::Command::new(zarrfs())
         .arg("cat")
         .arg(store)
@@ -278,10 +278,14 @@ pub fn cat(store: &std::path::Path, path: &str, args: &[&str]) -> Vec<u8> {
         .args(args)
         .output()
         .expect("run zarrfs cat");
-    assert!(
-        out.status.success(),
-        "zarrfs cat {path} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).to_string())
+    }
+}
+
+/// `zarrfs cat` of one array: its stdout.
+pub fn cat(store: &std::path::Path, path: &str, args: &[&str]) -> Vec<u8> {
+    try_cat(store, path, args).unwrap_or_else(|e| panic!("zarrfs cat {path} failed: {e}"))
 }
