@@ -854,6 +854,33 @@ fn each_open_reads_through_the_page_cache_or_direct_as_the_io_mode_says() {
     }
 }
 
+/// `zarrfs mount -f STORE MOUNTPOINT` reading direct with no copies, whatever
+/// ZARRFS_TEST_IO says (every read reaches the daemon as asked), with `args` and `env`
+/// besides, logging warnings to `log`; once it is mounted.
+fn direct_foreground(
+    store: &Path,
+    mountpoint: &Path,
+    log: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Child {
+    let child = Command::new(zarrfs())
+        .args(["mount", "-f"])
+        .arg(store)
+        .arg(mountpoint)
+        .args(["--io", "direct", "--materialize", "off"])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .expect("spawn zarrfs mount -f");
+    wait_until("the mount", || mounted(mountpoint));
+    child
+}
+
 /// A bug in a read answered on the request loop's own thread (its units all decoded) fails
 /// that read alone with EIO and one log line; the mount, other reads of the same file and
 /// other files keep being served. The panic is injected with `ZARRFS_FAULT`.
@@ -867,21 +894,14 @@ fn a_panic_in_the_inline_read_fails_only_that_read() {
         .output()
         .expect("zarrfs demo");
     assert!(made.status.success(), "zarrfs demo: {made:?}");
-    // Direct IO (whatever ZARRFS_TEST_IO says): every read reaches the daemon as asked.
-    let mut child = Command::new(zarrfs())
-        .args(["mount", "-f"])
-        .arg(&store)
-        .arg(&mountpoint)
-        .args(["--io", "direct", "--materialize", "off"])
-        .env("RUST_LOG", "warn")
-        .env("ZARRFS_FAULT", "inline-read-panic-at:12288")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn zarrfs mount -f");
+    let mut child = direct_foreground(
+        &store,
+        &mountpoint,
+        &log,
+        &[],
+        &[("ZARRFS_FAULT", "inline-read-panic-at:12288")],
+    );
     let _unmount = Unmount(&mountpoint);
-    wait_until("the mount", || mounted(&mountpoint));
     let path = mountpoint.join("temperature");
     let file = std::fs::File::open(&path).expect("open temperature");
     // The first read decodes the chunks the next ones need (rows of one layer of chunks).
@@ -1051,27 +1071,14 @@ fn copies_filled_from_the_middle_at_random_and_by_two_readers_are_exact() {
 fn a_direct_io_re_read_without_copies_fetches_nothing_again() {
     let m = Manifest::load();
     let (_dir, mountpoint, log) = common::mount::mount_dir("reread");
-    // Direct IO whatever ZARRFS_TEST_IO says: every read reaches the daemon.
-    let mut child = Command::new(zarrfs())
-        .args(["mount", "-f"])
-        .arg(m.store_dir("v3_large"))
-        .arg(&mountpoint)
-        .args([
-            "--io",
-            "direct",
-            "--materialize",
-            "off",
-            "--cache-size",
-            "256MiB",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn zarrfs mount -f");
+    let mut child = direct_foreground(
+        &m.store_dir("v3_large"),
+        &mountpoint,
+        &log,
+        &["--cache-size", "256MiB"],
+        &[],
+    );
     let _unmount = Unmount(&mountpoint);
-    wait_until("the mount", || mounted(&mountpoint));
     let file = mountpoint.join("field");
     let fetched = || {
         xattr(&file, "user.zarrfs.bytes_fetched")
