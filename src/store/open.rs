@@ -23,6 +23,16 @@ fn is_zip_name(name: &str) -> bool {
         .ends_with(".zip")
 }
 
+/// Whether a URL path names a kerchunk JSON reference set (a remote object cannot be
+/// looked at before it is chosen: its name decides).
+#[cfg(feature = "remote")]
+fn is_reference_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    [".json", ".json.gz", ".json.zst"]
+        .iter()
+        .any(|end| lower.trim_end_matches('/').ends_with(end))
+}
+
 /// Open the store named by `spec`. A remote source sits behind the disk cache when one is
 /// configured, and a namespace on it (a zip archive) reads through that cache.
 pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
@@ -90,8 +100,8 @@ mod remote {
     use super::super::options::StoreConfig;
     use super::super::remote::RemoteStore;
     use super::super::zip::ZipStore;
-    use super::super::Store;
-    use super::is_zip_name;
+    use super::super::{ReferenceStore, Store};
+    use super::{is_reference_name, is_zip_name};
     use crate::error::{Error, Result};
 
     /// Open the store at URL `spec`.
@@ -104,10 +114,12 @@ mod remote {
         }
         let mut url =
             Url::parse(spec).map_err(|e| Error::Invalid(format!("{scheme}:// URL: {e}")))?;
-        if !(cfg.zip || is_zip_name(url.path())) {
+        let references = !cfg.zip && is_reference_name(url.path());
+        if !(cfg.zip || is_zip_name(url.path()) || references) {
             return cached(Arc::new(RemoteStore::connect(&url, cfg)?), cfg);
         }
-        // The archive is one object: its folder is the store, its name the key.
+        // An archive or a reference set is one object: its folder is the store, its
+        // name the key.
         let path = url.path().trim_end_matches('/').to_string();
         let (folder, name) = path.rsplit_once('/').unwrap_or(("", path.as_str()));
         let name = super::percent_decode(name);
@@ -116,6 +128,17 @@ mod remote {
         let store = RemoteStore::connect(&url, cfg)?;
         let label = store.key_url(&name);
         let source = cached(Arc::new(store), cfg)?;
+        if references {
+            let value = source
+                .read(&name, None)?
+                .ok_or_else(|| Error::NotFound(label.clone()))?;
+            return Ok(Arc::new(ReferenceStore::parse(
+                spec,
+                value.bytes,
+                value.version,
+                cfg,
+            )?));
+        }
         let blob: Box<dyn Blob> = Box::new(StoreBlob::open(source, &name, label)?);
         Ok(Arc::new(ZipStore::open(blob, &cfg.root_markers)?))
     }
