@@ -69,6 +69,12 @@ fn reference_file(path: &Path, cfg: &StoreConfig) -> Result<Option<ReferenceStor
     if !super::references::looks_like_references(&label, &head[..n]) {
         return Ok(None);
     }
+    if meta.len() > super::references::MAX_REFERENCE_BYTES {
+        return Err(crate::error::Error::metadata(
+            &label,
+            "reference set larger than 4 GiB",
+        ));
+    }
     let bytes = std::fs::read(path).map_err(io)?;
     let version = super::folder::file_version(&meta);
     ReferenceStore::parse(&label, bytes, version, cfg).map(Some)

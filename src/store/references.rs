@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 
 /// Keys a `gen` entry may make at most (all entries together).
 const MAX_GENERATED: u64 = 10_000_000;
-/// Bytes a compressed reference file may expand to at most.
-const MAX_REFERENCE_BYTES: u64 = 4 << 30;
+/// Bytes a reference file may hold, or expand to when compressed, at most.
+pub const MAX_REFERENCE_BYTES: u64 = 4 << 30;
 /// Template steps one rendering may take (minijinja's fuel).
 const TEMPLATE_FUEL: u64 = 100_000;
 
@@ -395,7 +395,7 @@ fn dimension(spec: &Json) -> Option<Vec<i64>> {
             if step <= 0 || stop < start {
                 return None;
             }
-            let n = (stop - start).checked_add(step - 1)? / step;
+            let n = stop.checked_sub(start)?.checked_add(step - 1)? / step;
             if n as u64 > MAX_GENERATED {
                 return None;
             }
@@ -827,6 +827,15 @@ mod tests {
             &StoreConfig::default(),
         );
         assert!(bomb.err().is_some_and(|e| e.to_string().contains("gen")));
+        assert_eq!(
+            dimension(&serde_json::json!({"start": i64::MIN, "stop": i64::MAX})),
+            None
+        );
+        assert_eq!(dimension(&serde_json::json!({"start": 5, "stop": 1})), None);
+        assert_eq!(
+            dimension(&serde_json::json!({"start": 1, "stop": 8, "step": 3})),
+            Some(vec![1, 4, 7])
+        );
         let far = parse(serde_json::json!({"a": ["/nowhere/x", i64::MAX as u64, 2]}));
         assert!(matches!(far.refs.get("a"), Some(Ref::Invalid(_))));
     }
