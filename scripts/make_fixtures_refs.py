@@ -497,7 +497,7 @@ def write_manifest(manifest: dict, path: str) -> None:
     """JSON with one store header and one array per line."""
     lines = ["{", f' "writer": {json.dumps(manifest["writer"])},']
     sections = []
-    for section in ("stores", "parquet"):
+    for section in ("stores", "parquet", "large"):
         items = []
         for store in manifest[section]:
             head = {k: v for k, v in store.items() if k != "arrays"}
@@ -540,6 +540,30 @@ def check_store(outdir: str, store: dict) -> list:
 
 
 # --- driver ---------------------------------------------------------------------
+
+def write_million(data_path: str, out: str) -> tuple:
+    """A Parquet reference set of 1,000,010 references (record_size 100,000): `big`,
+    1000 x 1000 uint8 in chunks of one element, each a 1-byte range of one data file, and
+    `small`, 10 of them. Returns the references and the expected arrays."""
+    data = seeded_rng("refs", "million").integers(0, 256, 1_000_000, dtype=np.uint8)
+    with open(data_path, "wb") as f:
+        f.write(data.tobytes())
+
+    def zarray(shape, chunks):
+        return json.dumps({"shape": shape, "chunks": chunks, "dtype": "|u1", "compressor": None,
+                           "filters": None, "fill_value": 0, "order": "C", "zarr_format": 2})
+
+    refs = {".zgroup": json.dumps({"zarr_format": 2}), "big/.zarray": zarray([1000, 1000], [1, 1]),
+            "small/.zarray": zarray([10], [1])}
+    for i in range(1000):
+        for j in range(1000):
+            refs[f"big/{i}.{j}"] = [data_path, i * 1000 + j, 1]
+    for k in range(10):
+        refs[f"small/{k}"] = [data_path, k, 1]
+    refs = {"version": 1, "refs": refs}
+    kerchunk.df.refs_to_dataframe(refs, out, record_size=100_000)
+    return refs, {"big": data.reshape(1000, 1000), "small": data[:10].copy()}
+
 
 def main() -> None:
     if len(sys.argv) != 2:
@@ -608,7 +632,12 @@ def main() -> None:
         print(f"make_fixtures_refs: VirtualiZarr left out: {vz_failure}")
     parquet = [store_entry(outdir, "combined_parquet", rel("combined.parq"), "parquet", combined, concat_expected,
                            combined_notes, series)]
-    manifest = {"writer": WRITER, "stores": stores, "parquet": parquet}
+    million_refs, million_expected = write_million(os.path.join(data_dir, "million.bin"), out("million.parq"))
+    # Not read back through fsspec here (a million one-byte reads); the tests compare it.
+    large = [store_entry(outdir, "million_parquet", rel("million.parq"), "parquet", million_refs,
+                         million_expected, {"big": "1,000,000 one-byte references", "small": "10"},
+                         [os.path.join(data_dir, "million.bin")])]
+    manifest = {"writer": WRITER, "stores": stores, "parquet": parquet, "large": large}
     write_manifest(manifest, out("manifest-refs.json"))
 
     problems = [p for store in stores + parquet for p in check_store(outdir, store)]

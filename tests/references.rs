@@ -26,8 +26,12 @@ fn refs() -> (PathBuf, Value) {
     (dir, serde_json::from_str(&text).expect("manifest JSON"))
 }
 
-fn stores(m: &Value) -> &Vec<Value> {
-    m["stores"].as_array().expect("stores")
+/// The JSON and Parquet reference sets of the manifest (not the large one).
+fn stores(m: &Value) -> Vec<&Value> {
+    ["stores", "parquet"]
+        .iter()
+        .flat_map(|s| m[*s].as_array().expect("stores"))
+        .collect()
 }
 
 #[test]
@@ -92,7 +96,7 @@ fn reference_sets_mount_and_serve_every_array() {
 fn edited_copy(name: &str, tmp: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
     let (dir, m) = refs();
     let store = stores(&m)
-        .iter()
+        .into_iter()
         .find(|s| s["name"] == name)
         .expect("store in manifest");
     let text = std::fs::read_to_string(dir.join(store["file"].as_str().expect("file")))
@@ -203,7 +207,7 @@ fn hostile_references_fail_alone_and_the_mount_stays_alive() {
     );
     let (_, m) = refs();
     let store = stores(&m)
-        .iter()
+        .into_iter()
         .find(|s| s["name"] == "single_nc")
         .expect("store");
     let mount = Mount::new(&copy, &[]);
@@ -293,7 +297,7 @@ fn reference_sets_broken_as_a_whole_are_refused_with_a_clear_error() {
 fn retargeted(name: &str, tmp: &Path, base: &str) -> (PathBuf, Value) {
     let (_, m) = refs();
     let store = stores(&m)
-        .iter()
+        .into_iter()
         .find(|s| s["name"] == name)
         .expect("store in manifest")
         .clone();
@@ -444,4 +448,75 @@ fn reference_sets_on_s3_with_targets_on_s3_mount_in_c_and_f_order() {
     }
     assert_no_failures(&failures);
     assert!(checked >= 150, "only {checked} reads checked");
+}
+
+/// The peak resident memory (KiB) of the daemon serving `mountpoint`.
+fn daemon_rss_kib(mountpoint: &Path) -> u64 {
+    let mp = mountpoint.to_string_lossy().to_string();
+    for entry in std::fs::read_dir("/proc").expect("/proc") {
+        let dir = entry.expect("entry").path();
+        let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).to_string())
+            .collect();
+        if args.iter().any(|a| a == "mount") && args.contains(&mp) {
+            let status = std::fs::read_to_string(dir.join("status")).expect("status");
+            return status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .expect("VmHWM");
+        }
+    }
+    panic!("no daemon for {mp}");
+}
+
+#[test]
+fn a_million_parquet_references_list_at_once_and_read_only_their_own_files() {
+    let (dir, m) = refs();
+    let store = &m["large"][0];
+    let source = dir.join(store["file"].as_str().expect("file"));
+    let data = std::fs::read(dir.join(store["source"][0].as_str().expect("source")))
+        .expect("the data file");
+    // A copy whose reference files the test may break; its targets stay in the
+    // fixtures' data folder, allowed explicitly.
+    let tmp = TempDir::new("refs-million");
+    let copy = tmp.path().join("million.parq");
+    common::copy_dir(&source, &copy);
+    let data_dir = data_dir();
+    let mount = Mount::new(
+        &copy,
+        &["--virtual-prefix", data_dir.to_str().expect("path")],
+    );
+    let t0 = std::time::Instant::now();
+    let names: Vec<String> = std::fs::read_dir(&mount.mountpoint)
+        .expect("list the root")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().to_string())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    eprintln!("root listing of 1,000,010 references: {:?}", t0.elapsed());
+    assert_eq!(names.len(), 2, "{names:?}");
+    let big = mount.path("big");
+    assert_eq!(std::fs::metadata(&big).expect("stat big").len(), 1_000_000);
+    let rss = daemon_rss_kib(&mount.mountpoint);
+    eprintln!("daemon peak RSS before any data read: {} MiB", rss / 1024);
+    assert!(rss < 200 * 1024, "daemon RSS {rss} KiB before any read");
+    // `small`'s reference file broken: reading `big` never opens it.
+    std::fs::write(copy.join("small/refs.0.parq"), b"not a parquet file").expect("break");
+    let f = std::fs::File::open(&big).expect("open big");
+    for (offset, len) in [(0usize, 1000usize), (499_000, 4096), (999_000, 1000)] {
+        let got = common::mount::pread_full(&f, offset as u64, len).expect("read big");
+        assert_eq!(got, &data[offset..offset + len], "big at {offset}+{len}");
+    }
+    let small = std::fs::read(mount.path("small"));
+    assert_eq!(
+        small.as_ref().err().and_then(|e| e.raw_os_error()),
+        Some(libc::EIO),
+        "small, whose references are broken: {:?}",
+        small.map(|b| b.len())
+    );
+    assert!(mount.log().contains("small"), "log: {}", mount.log());
 }

@@ -13,6 +13,7 @@ mod memory;
 mod open;
 mod options;
 mod references;
+mod references_parquet;
 #[cfg(feature = "remote")]
 mod remote;
 #[cfg(feature = "remote")]

@@ -45,6 +45,16 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
             return Ok(Arc::new(refs));
         }
     }
+    if !cfg.zip && path.is_dir() && super::references_parquet::ParquetRefs::detect(path) {
+        let meta = std::fs::metadata(path.join(".zmetadata")).map_err(|source| {
+            crate::error::Error::Io {
+                key: spec.to_string(),
+                source,
+            }
+        })?;
+        let version = super::folder::file_version(&meta);
+        return Ok(Arc::new(ReferenceStore::parquet(path, version, cfg)?));
+    }
     if cfg.zip || (is_zip_name(spec) && !path.is_dir()) {
         let blob: Box<dyn Blob> = Box::new(FileBlob::open(path)?);
         Ok(Arc::new(ZipStore::open(blob, &cfg.root_markers)?))

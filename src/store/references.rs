@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 use base64::Engine;
 use serde_json::{Map, Value as Json};
 
+use super::references_parquet::{ParquetRefs, Row};
 use super::{ByteRange, Caps, FolderStore, Head, Listing, Store, StoreConfig, Value, Version};
 use crate::error::{Error, Result};
 
@@ -32,7 +33,7 @@ enum Ref {
     Inline(Vec<u8>),
     /// `len` bytes at `offset` of target `target` (the whole target when `len` is None).
     Range {
-        target: usize,
+        target: Arc<Target>,
         offset: u64,
         len: Option<u64>,
     },
@@ -61,11 +62,16 @@ enum Target {
     Url(String),
 }
 
+/// Where the references are: all in memory (JSON), or in Parquet files read lazily.
+enum Refs {
+    Json(BTreeMap<String, Ref>),
+    Parquet(ParquetRefs),
+}
+
 pub struct ReferenceStore {
     /// The reference file, for messages.
     label: String,
-    refs: BTreeMap<String, Ref>,
-    targets: Vec<Target>,
+    refs: Refs,
     allowed: Vec<Allowed>,
     version: Version,
     cfg: StoreConfig,
@@ -134,13 +140,12 @@ impl ReferenceStore {
         }
         let mut store = ReferenceStore {
             label: label.clone(),
-            refs: BTreeMap::new(),
-            targets: Vec::new(),
+            refs: Refs::Json(BTreeMap::new()),
             allowed,
             version,
             cfg: cfg.clone(),
         };
-        let mut target_ids: BTreeMap<Target, usize> = BTreeMap::new();
+        let mut target_ids: BTreeMap<Target, Arc<Target>> = BTreeMap::new();
         let (refs, templates, gen) = match doc.get("version").and_then(Json::as_u64) {
             Some(1) => (
                 match doc.get("refs") {
@@ -182,7 +187,7 @@ impl ReferenceStore {
             let r = store
                 .reference(&key, &value, &renderer, &base, &mut target_ids)
                 .unwrap_or_else(|e| Ref::Invalid(e.to_string()));
-            store.refs.insert(key, r);
+            store.insert(key, r);
         }
         store.generate(&gen, &renderer, &base, &mut target_ids)?;
         Ok(store)
@@ -195,7 +200,7 @@ impl ReferenceStore {
         value: &Json,
         renderer: &Renderer,
         base: &Prefix,
-        ids: &mut BTreeMap<Target, usize>,
+        ids: &mut BTreeMap<Target, Arc<Target>>,
     ) -> Result<Ref> {
         let at = || format!("{}: {key}", self.label);
         match value {
@@ -254,13 +259,21 @@ impl ReferenceStore {
         }
     }
 
-    /// The id of target `url`, resolved against the reference set's folder.
-    fn target(&mut self, url: &str, base: &Prefix, ids: &mut BTreeMap<Target, usize>) -> usize {
+    /// Target `url`, resolved against the reference set's folder (one `Arc` per target).
+    fn target(
+        &mut self,
+        url: &str,
+        base: &Prefix,
+        ids: &mut BTreeMap<Target, Arc<Target>>,
+    ) -> Arc<Target> {
         let t = resolve(url, base);
-        *ids.entry(t.clone()).or_insert_with(|| {
-            self.targets.push(t);
-            self.targets.len() - 1
-        })
+        ids.entry(t.clone()).or_insert_with(|| Arc::new(t)).clone()
+    }
+
+    fn insert(&mut self, key: String, r: Ref) {
+        if let Refs::Json(refs) = &mut self.refs {
+            refs.insert(key, r);
+        }
     }
 
     /// The keys of the `gen` entries: each a cartesian product over its dimensions.
@@ -269,7 +282,7 @@ impl ReferenceStore {
         gen: &[Json],
         renderer: &Renderer,
         base: &Prefix,
-        ids: &mut BTreeMap<Target, usize>,
+        ids: &mut BTreeMap<Target, Arc<Target>>,
     ) -> Result<()> {
         let label = self.label.clone();
         let mut total: u64 = 0;
@@ -333,7 +346,7 @@ impl ReferenceStore {
                 }
                 let u = render(&url)?;
                 let target = self.target(&u, base, ids);
-                self.refs.insert(
+                self.insert(
                     k,
                     Ref::Range {
                         target,
@@ -609,17 +622,60 @@ fn invalid(key: &str, reason: &str) -> Error {
 }
 
 impl ReferenceStore {
-    fn lookup(&self, key: &str) -> Option<&Ref> {
-        self.refs.get(key)
+    /// Kerchunk's Parquet reference folder `dir`, whose targets may lie under the folder
+    /// it sits in and under `cfg.virtual_prefixes`.
+    pub fn parquet(
+        dir: &std::path::Path,
+        version: Version,
+        cfg: &StoreConfig,
+    ) -> Result<ReferenceStore> {
+        let refs = ParquetRefs::open(dir)?;
+        let label = dir.display().to_string();
+        let base = base_of(&label);
+        let mut allowed = vec![Allowed::new(base.clone())];
+        for p in &cfg.virtual_prefixes {
+            allowed.push(Allowed::new(prefix_of(p, &base)?));
+        }
+        Ok(ReferenceStore {
+            label,
+            refs: Refs::Parquet(refs),
+            allowed,
+            version,
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// The reference of `key`.
+    fn lookup(&self, key: &str) -> Result<Option<Ref>> {
+        let parquet = match &self.refs {
+            Refs::Json(refs) => return Ok(refs.get(key).cloned()),
+            Refs::Parquet(p) => p,
+        };
+        if let Some(doc) = parquet.documents.get(key) {
+            return Ok(Some(Ref::Inline(doc.clone())));
+        }
+        let Some(base) = self.allowed.first().map(|a| &a.prefix) else {
+            return Ok(None);
+        };
+        Ok(match parquet.row(key)? {
+            None | Some(Row::Missing) => None,
+            Some(Row::Inline(bytes)) => Some(Ref::Inline(bytes)),
+            // Offset and size 0: the whole target.
+            Some(Row::Range { path, offset, size }) => Some(Ref::Range {
+                target: Arc::new(resolve(&path, base)),
+                offset,
+                len: (size > 0 || offset > 0).then_some(size),
+            }),
+        })
     }
 }
 
 impl Store for ReferenceStore {
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
-        let Some(r) = self.lookup(key) else {
+        let Some(r) = self.lookup(key)? else {
             return Ok(None);
         };
-        match r {
+        match &r {
             Ref::Invalid(reason) => Err(invalid(key, reason)),
             Ref::Inline(bytes) => {
                 let (o, l) = range.map_or((0, bytes.len() as u64), |r| r.clip(bytes.len() as u64));
@@ -633,10 +689,7 @@ impl Store for ReferenceStore {
                 offset,
                 len,
             } => {
-                let t = self
-                    .targets
-                    .get(*target)
-                    .ok_or_else(|| Error::Internal(format!("{key}: no target {target}")))?;
+                let t = target.as_ref();
                 let (store, tkey) = self.target_store(key, t)?;
                 let asked = match (len, range) {
                     (None, r) => r,
@@ -691,7 +744,12 @@ impl Store for ReferenceStore {
             format!("{}/", prefix.trim_end_matches('/'))
         };
         let mut listing = Listing::default();
-        for key in self.refs.range(start.clone()..).map(|(k, _)| k) {
+        // A Parquet set lists its metadata documents (its chunks are found by index).
+        let keys: Box<dyn Iterator<Item = &String>> = match &self.refs {
+            Refs::Json(refs) => Box::new(refs.range(start.clone()..).map(|(k, _)| k)),
+            Refs::Parquet(p) => Box::new(p.documents.range(start.clone()..).map(|(k, _)| k)),
+        };
+        for key in keys {
             let Some(rest) = key.strip_prefix(&start) else {
                 break;
             };
@@ -709,25 +767,21 @@ impl Store for ReferenceStore {
     }
 
     fn head(&self, key: &str) -> Result<Option<Head>> {
-        match self.lookup(key) {
+        match self.lookup(key)? {
             None => Ok(None),
-            Some(Ref::Invalid(reason)) => Err(invalid(key, reason)),
+            Some(Ref::Invalid(reason)) => Err(invalid(key, &reason)),
             Some(Ref::Inline(bytes)) => Ok(Some(Head {
                 size: bytes.len() as u64,
                 version: self.version.clone(),
             })),
             Some(Ref::Range { len: Some(len), .. }) => Ok(Some(Head {
-                size: *len,
+                size: len,
                 version: self.version.clone(),
             })),
             Some(Ref::Range {
                 target, len: None, ..
             }) => {
-                let t = self
-                    .targets
-                    .get(*target)
-                    .ok_or_else(|| Error::Internal(format!("{key}: no target {target}")))?;
-                let (store, tkey) = self.target_store(key, t)?;
+                let (store, tkey) = self.target_store(key, &target)?;
                 store.head(&tkey)
             }
         }
@@ -755,6 +809,13 @@ mod tests {
     use super::*;
     use crate::store::StoreExt;
 
+    fn refs(store: &ReferenceStore) -> &BTreeMap<String, Ref> {
+        match &store.refs {
+            Refs::Json(refs) => refs,
+            Refs::Parquet(_) => panic!("not a JSON set"),
+        }
+    }
+
     fn parse(doc: Json) -> ReferenceStore {
         ReferenceStore::parse(
             "/nowhere/refs.json",
@@ -778,7 +839,7 @@ mod tests {
             Some(b"{\"zarr_format\":2}".to_vec())
         );
         assert!(matches!(
-            v0.refs.get("a/1"),
+            refs(&v0).get("a/1"),
             Some(Ref::Range {
                 offset: 10,
                 len: Some(4),
@@ -793,21 +854,22 @@ mod tests {
                      "offset": "{{i * 100 + j}}", "length": "10",
                      "dimensions": {"i": {"stop": 3}, "j": [5, 7]}}],
         }));
-        assert_eq!(
-            v1.targets.first(),
-            Some(&Target::Local(PathBuf::from("/nowhere/data/x.nc")))
-        );
-        assert!(matches!(v1.refs.get("bad"), Some(Ref::Invalid(_))));
+        assert!(matches!(
+            refs(&v1).get("b/0"),
+            Some(Ref::Range { target, .. })
+                if **target == Target::Local(PathBuf::from("/nowhere/data/x.nc"))
+        ));
+        assert!(matches!(refs(&v1).get("bad"), Some(Ref::Invalid(_))));
         assert!(v1.get("bad").is_err());
         assert!(matches!(
-            v1.refs.get("g/2.7"),
+            refs(&v1).get("g/2.7"),
             Some(Ref::Range {
                 offset: 207,
                 len: Some(10),
                 ..
             })
         ));
-        assert_eq!(v1.refs.keys().filter(|k| k.starts_with("g/")).count(), 6);
+        assert_eq!(refs(&v1).keys().filter(|k| k.starts_with("g/")).count(), 6);
         let listing = v1.list_dir("").unwrap();
         assert_eq!(listing.prefixes, vec!["b", "g"]);
         assert_eq!(listing.keys, vec!["bad"]);
@@ -837,7 +899,7 @@ mod tests {
             Some(vec![1, 4, 7])
         );
         let far = parse(serde_json::json!({"a": ["/nowhere/x", i64::MAX as u64, 2]}));
-        assert!(matches!(far.refs.get("a"), Some(Ref::Invalid(_))));
+        assert!(matches!(refs(&far).get("a"), Some(Ref::Invalid(_))));
     }
 
     #[test]

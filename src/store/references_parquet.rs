@@ -1,0 +1,274 @@
+//! Kerchunk's Parquet layout of a reference set, read lazily: a folder holding
+//! `.zmetadata` (the Zarr metadata documents and `record_size`) and, per array,
+//! `ARRAY/refs.N.parq` files of `record_size` rows each (`path`, `offset`, `size`, `raw`),
+//! one row per chunk in C order of the chunk grid. Opening reads `.zmetadata` alone; a
+//! chunk's reference is found by its index in the grid, and only the one Parquet file
+//! holding it is read (the last few are kept).
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lru::LruCache;
+use parking_lot::Mutex;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::Field;
+use serde_json::Value as Json;
+
+use crate::error::{Error, Result};
+
+/// Parquet files of references kept decoded at once.
+const KEPT_FILES: usize = 8;
+/// Rows one Parquet file may hold at most (its references are kept in memory).
+const MAX_RECORD_SIZE: u64 = 10_000_000;
+
+/// One row: inline bytes, a (path, offset, size) range, or nothing (a missing chunk).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Row {
+    Inline(Vec<u8>),
+    Range {
+        path: String,
+        offset: u64,
+        size: u64,
+    },
+    Missing,
+}
+
+/// A references file: its array and its number.
+type FileId = (String, u64);
+
+/// An array of the set: its chunk grid and the separator of its chunk keys.
+struct Grid {
+    chunks_per_dim: Vec<u64>,
+    separator: char,
+}
+
+pub struct ParquetRefs {
+    root: PathBuf,
+    record_size: u64,
+    /// The metadata documents, by key.
+    pub documents: BTreeMap<String, Vec<u8>>,
+    grids: BTreeMap<String, Grid>,
+    files: Mutex<LruCache<FileId, Arc<Vec<Row>>>>,
+}
+
+impl ParquetRefs {
+    /// Whether `dir` holds a Parquet reference set (`.zmetadata` with `record_size`).
+    pub fn detect(dir: &Path) -> bool {
+        let Ok(text) = std::fs::read(dir.join(".zmetadata")) else {
+            return false;
+        };
+        serde_json::from_slice::<Json>(&text)
+            .ok()
+            .is_some_and(|j| j.get("record_size").is_some())
+    }
+
+    pub fn open(dir: &Path) -> Result<ParquetRefs> {
+        let label = dir.join(".zmetadata").display().to_string();
+        let meta = std::fs::metadata(dir.join(".zmetadata")).map_err(|source| Error::Io {
+            key: label.clone(),
+            source,
+        })?;
+        if !meta.is_file() || meta.len() > super::references::MAX_REFERENCE_BYTES {
+            return Err(Error::metadata(&label, "not a regular file under 4 GiB"));
+        }
+        let text = std::fs::read(dir.join(".zmetadata")).map_err(|source| Error::Io {
+            key: label.clone(),
+            source,
+        })?;
+        let doc: Json = serde_json::from_slice(&text)
+            .map_err(|e| Error::metadata(&label, format!("reference set: {e}")))?;
+        let record_size = doc
+            .get("record_size")
+            .and_then(Json::as_u64)
+            .filter(|n| (1..=MAX_RECORD_SIZE).contains(n))
+            .ok_or_else(|| Error::metadata(&label, "record_size: not a count of rows"))?;
+        let Some(Json::Object(metadata)) = doc.get("metadata") else {
+            return Err(Error::metadata(&label, "metadata: not an object"));
+        };
+        let mut documents = BTreeMap::new();
+        let mut grids = BTreeMap::new();
+        for (key, value) in metadata {
+            let bytes = match value {
+                Json::String(s) => s.as_bytes().to_vec(),
+                other => other.to_string().into_bytes(),
+            };
+            if let Some(array) = key.strip_suffix("/.zarray") {
+                if let Some(grid) = grid_of(&bytes) {
+                    grids.insert(array.to_string(), grid);
+                }
+            }
+            documents.insert(key.clone(), bytes);
+        }
+        Ok(ParquetRefs {
+            root: dir.to_path_buf(),
+            record_size,
+            documents,
+            grids,
+            files: Mutex::new(LruCache::new(
+                NonZeroUsize::new(KEPT_FILES).unwrap_or(NonZeroUsize::MIN),
+            )),
+        })
+    }
+
+    /// The reference of chunk key `key`: `None` when it is no chunk of a known array.
+    pub fn row(&self, key: &str) -> Result<Option<Row>> {
+        let Some((array, index)) = key.rsplit_once('/') else {
+            return Ok(None);
+        };
+        let Some(grid) = self.grids.get(array) else {
+            return Ok(None);
+        };
+        let Some(i) = grid.ravel(index) else {
+            return Ok(None);
+        };
+        let (file, row) = (i / self.record_size, (i % self.record_size) as usize);
+        let rows = self.file(array, file)?;
+        Ok(Some(rows.get(row).cloned().unwrap_or(Row::Missing)))
+    }
+
+    /// The rows of `ARRAY/refs.N.parq`, read once while kept.
+    fn file(&self, array: &str, n: u64) -> Result<Arc<Vec<Row>>> {
+        let id = (array.to_string(), n);
+        if let Some(rows) = self.files.lock().get(&id) {
+            return Ok(rows.clone());
+        }
+        // Read outside the lock; a concurrent reader of the same file reads it too.
+        let path = self.root.join(array).join(format!("refs.{n}.parq"));
+        let rows = Arc::new(read_rows(&path, self.record_size)?);
+        self.files.lock().put(id, rows.clone());
+        Ok(rows)
+    }
+}
+
+impl Grid {
+    /// The C-order index of chunk key `index` (`1.2.3` or `1/2/3`; `0` for a 0-d array).
+    fn ravel(&self, index: &str) -> Option<u64> {
+        if self.chunks_per_dim.is_empty() {
+            return (index == "0").then_some(0);
+        }
+        let parts: Vec<u64> = index
+            .split(self.separator)
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        if parts.len() != self.chunks_per_dim.len() {
+            return None;
+        }
+        let mut i: u64 = 0;
+        for (p, n) in parts.iter().zip(&self.chunks_per_dim) {
+            if p >= n {
+                return None;
+            }
+            i = i.checked_mul(*n)?.checked_add(*p)?;
+        }
+        Some(i)
+    }
+}
+
+/// The chunk grid of a `.zarray` document.
+fn grid_of(zarray: &[u8]) -> Option<Grid> {
+    let doc: Json = serde_json::from_slice(zarray).ok()?;
+    let dims = |k: &str| -> Option<Vec<u64>> {
+        doc.get(k)?.as_array()?.iter().map(Json::as_u64).collect()
+    };
+    let (shape, chunks) = (dims("shape")?, dims("chunks")?);
+    if shape.len() != chunks.len() {
+        return None;
+    }
+    let chunks_per_dim = shape
+        .iter()
+        .zip(&chunks)
+        .map(|(s, c)| (*c > 0).then(|| s.div_ceil(*c)))
+        .collect::<Option<Vec<u64>>>()?;
+    let separator = match doc.get("dimension_separator").and_then(Json::as_str) {
+        Some("/") => '/',
+        _ => '.',
+    };
+    Some(Grid {
+        chunks_per_dim,
+        separator,
+    })
+}
+
+/// The rows of one references file (at most `record_size`).
+fn read_rows(path: &Path, record_size: u64) -> Result<Vec<Row>> {
+    let label = path.display().to_string();
+    let bad = |e: String| Error::corrupt(&label, format!("Parquet references: {e}"));
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        // No file: every chunk it would hold is missing.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(Error::Io { key: label, source }),
+    };
+    let meta = file.metadata().map_err(|source| Error::Io {
+        key: label.clone(),
+        source,
+    })?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    let reader = SerializedFileReader::new(file).map_err(|e| bad(e.to_string()))?;
+    let rows = reader.metadata().file_metadata().num_rows();
+    if rows < 0 || rows as u64 > record_size {
+        return Err(bad(format!(
+            "{rows} rows, more than record_size {record_size}"
+        )));
+    }
+    let mut out = Vec::with_capacity(rows as usize);
+    for row in reader.get_row_iter(None).map_err(|e| bad(e.to_string()))? {
+        let row = row.map_err(|e| bad(e.to_string()))?;
+        let (mut path, mut offset, mut size, mut raw) = (None, 0i64, 0i64, None);
+        for (name, field) in row.get_column_iter() {
+            match (name.as_str(), field) {
+                ("path", Field::Str(s)) => path = Some(s.clone()),
+                ("path", Field::Bytes(b)) => {
+                    path = Some(String::from_utf8_lossy(b.data()).into_owned())
+                }
+                ("offset", Field::Long(n)) => offset = *n,
+                ("offset", Field::Int(n)) => offset = i64::from(*n),
+                ("size", Field::Long(n)) => size = *n,
+                ("size", Field::Int(n)) => size = i64::from(*n),
+                ("raw", Field::Bytes(b)) => raw = Some(b.data().to_vec()),
+                ("raw", Field::Str(s)) => raw = Some(s.as_bytes().to_vec()),
+                _ => {}
+            }
+        }
+        out.push(match (raw, path) {
+            (Some(raw), _) => Row::Inline(raw),
+            (None, Some(path)) => Row::Range {
+                path,
+                offset: u64::try_from(offset).map_err(|_| bad(format!("offset {offset}")))?,
+                size: u64::try_from(size).map_err(|_| bad(format!("size {size}")))?,
+            },
+            (None, None) => Row::Missing,
+        });
+        if out.len() as u64 > record_size {
+            return Err(bad("more rows than record_size".into()));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_keys_ravel_in_c_order_and_others_are_no_chunks() {
+        let zarray = br#"{"shape": [5, 7], "chunks": [2, 3], "dimension_separator": "."}"#;
+        let grid = grid_of(zarray).unwrap();
+        assert_eq!(grid.chunks_per_dim, vec![3, 3]);
+        assert_eq!(grid.ravel("0.0"), Some(0));
+        assert_eq!(grid.ravel("1.2"), Some(5));
+        assert_eq!(grid.ravel("2.2"), Some(8));
+        for bad in ["3.0", "0.3", "1", "1.2.3", "a.b", "-1.0", "1/2"] {
+            assert_eq!(grid.ravel(bad), None, "{bad}");
+        }
+        let scalar = grid_of(br#"{"shape": [], "chunks": []}"#).unwrap();
+        assert_eq!(scalar.ravel("0"), Some(0));
+        assert!(grid_of(br#"{"shape": [4], "chunks": [0]}"#).is_none());
+        let nested = grid_of(br#"{"shape": [4, 4], "chunks": [2, 2], "dimension_separator": "/"}"#);
+        assert_eq!(nested.unwrap().ravel("1/1"), Some(3));
+    }
+}
