@@ -26,6 +26,9 @@
 #        bb three back-to-back reads of each array per --io mode with the default
 #           materialization, the daemon's CPU seconds, against `zarrfs cat`
 #           (scripts/bench_b2b.sh; BENCH_B2B=0 skips it)
+#        k  kerchunk references to four NetCDF-4 files on s3s-fs: the mount and `zarrfs
+#           cat` against zarr-python + fsspec and xarray + h5netcdf
+#           (scripts/bench_refs.sh; BENCH_REFS=0 skips it)
 #        i  decode limit, direct-IO reads, materialized warm re-reads, eight concurrent
 #           readers in each mode against eight `zarrfs cat` (scripts/bench_io.sh;
 #           BENCH_IO=0 skips it)
@@ -323,6 +326,12 @@ fi
 if [ "${BENCH_B2B:-1}" != 0 ]; then
     # shellcheck source=scripts/bench_b2b.sh
     source scripts/bench_b2b.sh
+fi
+
+# ---------------------------------------------------------------- references (k)
+if [ "${BENCH_REFS:-1}" != 0 ]; then
+    # shellcheck source=scripts/bench_refs.sh
+    source scripts/bench_refs.sh
 fi
 
 # ---------------------------------------------------------------- io modes (i)

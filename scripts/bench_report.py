@@ -274,6 +274,27 @@ def b2b_section(raw: Raw, nbytes: int, add, tput) -> list[str]:
     return lines
 
 
+def refs_section(raw: Raw, add) -> list[str]:
+    """The reference-set table (k.* keys of scripts/bench_refs.sh); adds its criteria."""
+    nbytes = 1 << 30
+    lines = ["## Kerchunk references over S3 (k)", "",
+             "A 1 GiB float32 variable in four NetCDF-4 files (zlib 1 + shuffle) on s3s-fs, "
+             "described by kerchunk's MultiZarrToZarr references; cold reads.", ""]
+    rows = [[label, fmt_seconds(raw, f"k.{key}", nbytes)] for key, label in (
+        ("mount", "zarrfs mount (`dd bs=1M`)"), ("cat", "`zarrfs cat`"),
+        ("fsspec", "zarr-python 3 + fsspec reference filesystem"),
+        ("xarray", "xarray + h5netcdf over the NetCDF files"))]
+    lines += table(["reader", "time"], rows)
+    want = raw.text("k.mount.sha256")
+    same = [k for k in ("fsspec", "xarray") if raw.text(f"k.{k}.sha256") == want]
+    lines += ["", f"Same bytes as the mount: {', '.join(same) or 'none'}.", ""]
+    python = [raw.num(f"k.{k}") for k in ("fsspec", "xarray")]
+    fastest = min((p for p in python if p is not None), default=None)
+    add("(k) mount / fastest Python reader (throughput)", ratio(fastest, raw.num("k.mount")), 1.5, True)
+    add("(k) zarrfs cat / fastest Python reader (throughput)", ratio(fastest, raw.num("k.cat")), 1.5, True)
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -478,6 +499,8 @@ def main() -> int:
     limit = (cache_bytes + 64 * MIB) / MIB
     add(f"(h) daemon peak RSS at the end of (a), max of {len(hwms)} mounts (MiB)",
         max(hwms) / 1024 if hwms else None, limit, False, "{:.0f}")
+    if raw.nums("k.mount"):
+        lines += refs_section(raw, add)
     if raw.nums("bb.auto.1.zstd"):
         lines += b2b_section(raw, nbytes, add, tput)
     if raw.nums("i.limit.zstd"):

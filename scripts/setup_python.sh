@@ -47,7 +47,8 @@ h5netcdf
 xarray
 pandas
 fastparquet
-virtualizarr'
+virtualizarr
+s3fs'
 # numpy stays Debian's (osgeo is built against it): pip sees it through the system site
 # packages and installs no other.
 views_requirements='tifffile

@@ -792,14 +792,19 @@ impl Store for ReferenceStore {
     }
 
     fn caps(&self) -> Caps {
-        // Tuned like the reference set's own location.
-        match &self.allowed.first().map(|a| &a.prefix) {
-            Some(Prefix::Url(_)) => Caps {
+        // Tuned for remote targets when any may be remote (many requests in flight),
+        // else like a local folder.
+        let remote = self
+            .allowed
+            .iter()
+            .any(|a| matches!(a.prefix, Prefix::Url(_)));
+        match remote {
+            true => Caps {
                 concurrency: self.cfg.max_requests,
                 request_bytes: 8 << 20,
                 location: Some(self.label.clone()),
             },
-            _ => Caps::local(),
+            false => Caps::local(),
         }
     }
 }
