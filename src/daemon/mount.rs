@@ -210,16 +210,13 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
         Hierarchy::open(store).map_err(|e| Error::Invalid(format!("{}: {e}", cfg.store)))?;
     let mp = &cfg.mountpoint;
     // A mount whose daemon died answers every stat with ENOTCONN.
-    let dead = || {
-        Error::Invalid(format!(
+    let not_usable = |e: std::io::Error| match e.raw_os_error() {
+        Some(libc::ENOTCONN) => Error::Invalid(format!(
             "mountpoint {}: a dead zarrfs/FUSE mount is there (its daemon has ended: \
              transport endpoint is not connected); run `zarrfs umount {}` first",
             mp.display(),
             mp.display()
-        ))
-    };
-    let not_usable = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::ENOTCONN) => dead(),
+        )),
         _ => Error::Invalid(format!("mountpoint {}: {e}", mp.display())),
     };
     let abs = std::fs::canonicalize(mp).map_err(not_usable)?;

@@ -45,15 +45,10 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
             return Ok(Arc::new(refs));
         }
     }
-    if !cfg.zip && path.is_dir() && super::references_parquet::ParquetRefs::detect(path) {
-        let meta = std::fs::metadata(path.join(".zmetadata")).map_err(|source| {
-            crate::error::Error::Io {
-                key: spec.to_string(),
-                source,
-            }
-        })?;
-        let version = super::folder::file_version(&meta);
-        return Ok(Arc::new(ReferenceStore::parquet(path, version, cfg)?));
+    if !cfg.zip && path.is_dir() {
+        if let Some(refs) = ReferenceStore::parquet(path, cfg)? {
+            return Ok(Arc::new(refs));
+        }
     }
     if cfg.zip || (is_zip_name(spec) && !path.is_dir()) {
         let blob: Box<dyn Blob> = Box::new(FileBlob::open(path)?);
@@ -85,7 +80,8 @@ fn reference_file(path: &Path, cfg: &StoreConfig) -> Result<Option<ReferenceStor
             "reference set larger than 4 GiB",
         ));
     }
-    let bytes = std::fs::read(path).map_err(io)?;
+    let mut bytes = head[..n].to_vec();
+    file.read_to_end(&mut bytes).map_err(io)?;
     let version = super::folder::file_version(&meta);
     ReferenceStore::parse(&label, bytes, version, cfg).map(Some)
 }

@@ -134,10 +134,7 @@ impl ReferenceStore {
             return Err(Error::metadata(&label, "reference set: not a JSON object"));
         };
         let base = base_of(location);
-        let mut allowed = vec![Allowed::new(base.clone())];
-        for p in &cfg.virtual_prefixes {
-            allowed.push(Allowed::new(prefix_of(p, &base)?));
-        }
+        let allowed = allow_list(&base, cfg)?;
         let mut store = ReferenceStore {
             label: label.clone(),
             refs: Refs::Json(BTreeMap::new()),
@@ -182,7 +179,7 @@ impl ReferenceStore {
                 )),
             })
             .collect::<Result<_>>()?;
-        let renderer = Renderer::new(&templates);
+        let renderer = Renderer::new(templates);
         for (key, value) in refs {
             let r = store
                 .reference(&key, &value, &renderer, &base, &mut target_ids)
@@ -398,6 +395,15 @@ impl ReferenceStore {
     }
 }
 
+/// Where a set whose folder is `base` may read: there, and under `cfg.virtual_prefixes`.
+fn allow_list(base: &Prefix, cfg: &StoreConfig) -> Result<Vec<Allowed>> {
+    let mut allowed = vec![Allowed::new(base.clone())];
+    for p in &cfg.virtual_prefixes {
+        allowed.push(Allowed::new(prefix_of(p, base)?));
+    }
+    Ok(allowed)
+}
+
 /// The values of one `gen` dimension: `{"start", "stop", "step"}` or a list of integers.
 fn dimension(spec: &Json) -> Option<Vec<i64>> {
     match spec {
@@ -421,30 +427,29 @@ fn dimension(spec: &Json) -> Option<Vec<i64>> {
 /// Jinja rendering of URLs (with the set's `templates`) and `gen` fields, bounded in steps.
 struct Renderer {
     env: minijinja::Environment<'static>,
-    templates: BTreeMap<String, String>,
+    /// The set's templates, as the values templates see.
+    templates: BTreeMap<String, minijinja::Value>,
 }
 
 impl Renderer {
-    fn new(templates: &BTreeMap<String, String>) -> Renderer {
+    fn new(templates: BTreeMap<String, String>) -> Renderer {
         let mut env = minijinja::Environment::new();
         env.set_fuel(Some(TEMPLATE_FUEL));
         Renderer {
             env,
-            templates: templates.clone(),
+            templates: templates
+                .into_iter()
+                .map(|(k, v)| (k, minijinja::Value::from(v)))
+                .collect(),
         }
     }
 
     /// `text` with the set's templates substituted (only when it holds `{{`).
     fn render(&self, text: &str) -> std::result::Result<String, String> {
-        if !text.contains("{{") {
-            return Ok(text.to_string());
-        }
-        self.env
-            .render_str(text, &self.templates)
-            .map_err(|e| format!("template {text:?}: {e}"))
+        self.render_with(text, &BTreeMap::new())
     }
 
-    /// `text` rendered with the templates and the `gen` indices.
+    /// `text` rendered with the templates and the `gen` indices `ctx`.
     fn render_with(
         &self,
         text: &str,
@@ -453,14 +458,11 @@ impl Renderer {
         if !text.contains("{{") {
             return Ok(text.to_string());
         }
-        let mut all: BTreeMap<String, minijinja::Value> = self
-            .templates
-            .iter()
-            .map(|(k, v)| (k.clone(), minijinja::Value::from(v.clone())))
-            .collect();
-        for (k, v) in ctx {
-            all.insert(k.clone(), minijinja::Value::from(*v));
-        }
+        let mut all = self.templates.clone();
+        all.extend(
+            ctx.iter()
+                .map(|(k, v)| (k.clone(), minijinja::Value::from(*v))),
+        );
         self.env
             .render_str(text, &all)
             .map_err(|e| format!("template {text:?}: {e}"))
@@ -624,25 +626,20 @@ fn invalid(key: &str, reason: &str) -> Error {
 impl ReferenceStore {
     /// Kerchunk's Parquet reference folder `dir`, whose targets may lie under the folder
     /// it sits in and under `cfg.virtual_prefixes`.
-    pub fn parquet(
-        dir: &std::path::Path,
-        version: Version,
-        cfg: &StoreConfig,
-    ) -> Result<ReferenceStore> {
-        let refs = ParquetRefs::open(dir)?;
+    /// `None` when `dir` holds no Parquet reference set.
+    pub fn parquet(dir: &std::path::Path, cfg: &StoreConfig) -> Result<Option<ReferenceStore>> {
+        let Some((refs, meta)) = ParquetRefs::open(dir)? else {
+            return Ok(None);
+        };
         let label = dir.display().to_string();
-        let base = base_of(&label);
-        let mut allowed = vec![Allowed::new(base.clone())];
-        for p in &cfg.virtual_prefixes {
-            allowed.push(Allowed::new(prefix_of(p, &base)?));
-        }
-        Ok(ReferenceStore {
+        let allowed = allow_list(&base_of(&label), cfg)?;
+        Ok(Some(ReferenceStore {
             label,
             refs: Refs::Parquet(refs),
             allowed,
-            version,
+            version: super::folder::file_version(&meta),
             cfg: cfg.clone(),
-        })
+        }))
     }
 
     /// The reference of `key`.
@@ -794,17 +791,18 @@ impl Store for ReferenceStore {
     fn caps(&self) -> Caps {
         // Tuned for remote targets when any may be remote (many requests in flight),
         // else like a local folder.
-        let remote = self
+        if self
             .allowed
             .iter()
-            .any(|a| matches!(a.prefix, Prefix::Url(_)));
-        match remote {
-            true => Caps {
+            .any(|a| matches!(a.prefix, Prefix::Url(_)))
+        {
+            Caps {
                 concurrency: self.cfg.max_requests,
                 request_bytes: 8 << 20,
                 location: Some(self.label.clone()),
-            },
-            false => Caps::local(),
+            }
+        } else {
+            Caps::local()
         }
     }
 }

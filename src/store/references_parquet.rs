@@ -54,34 +54,27 @@ pub struct ParquetRefs {
 }
 
 impl ParquetRefs {
-    /// Whether `dir` holds a Parquet reference set (`.zmetadata` with `record_size`).
-    pub fn detect(dir: &Path) -> bool {
-        let Ok(text) = std::fs::read(dir.join(".zmetadata")) else {
-            return false;
+    /// The Parquet reference set in `dir` and the metadata of its `.zmetadata`, or `None`
+    /// when `dir` holds none (no regular `.zmetadata` under 4 GiB with `record_size`: a
+    /// Zarr folder's consolidated metadata, say).
+    pub fn open(dir: &Path) -> Result<Option<(ParquetRefs, std::fs::Metadata)>> {
+        let path = dir.join(".zmetadata");
+        let label = path.display().to_string();
+        let meta = match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() && m.len() <= super::references::MAX_REFERENCE_BYTES => m,
+            _ => return Ok(None),
         };
-        serde_json::from_slice::<Json>(&text)
-            .ok()
-            .is_some_and(|j| j.get("record_size").is_some())
-    }
-
-    pub fn open(dir: &Path) -> Result<ParquetRefs> {
-        let label = dir.join(".zmetadata").display().to_string();
-        let meta = std::fs::metadata(dir.join(".zmetadata")).map_err(|source| Error::Io {
-            key: label.clone(),
-            source,
-        })?;
-        if !meta.is_file() || meta.len() > super::references::MAX_REFERENCE_BYTES {
-            return Err(Error::metadata(&label, "not a regular file under 4 GiB"));
-        }
-        let text = std::fs::read(dir.join(".zmetadata")).map_err(|source| Error::Io {
-            key: label.clone(),
-            source,
-        })?;
-        let doc: Json = serde_json::from_slice(&text)
-            .map_err(|e| Error::metadata(&label, format!("reference set: {e}")))?;
-        let record_size = doc
-            .get("record_size")
-            .and_then(Json::as_u64)
+        let Ok(text) = std::fs::read(&path) else {
+            return Ok(None);
+        };
+        let Ok(doc) = serde_json::from_slice::<Json>(&text) else {
+            return Ok(None);
+        };
+        let Some(record_size) = doc.get("record_size") else {
+            return Ok(None);
+        };
+        let record_size = record_size
+            .as_u64()
             .filter(|n| (1..=MAX_RECORD_SIZE).contains(n))
             .ok_or_else(|| Error::metadata(&label, "record_size: not a count of rows"))?;
         let Some(Json::Object(metadata)) = doc.get("metadata") else {
@@ -101,7 +94,7 @@ impl ParquetRefs {
             }
             documents.insert(key.clone(), bytes);
         }
-        Ok(ParquetRefs {
+        let refs = ParquetRefs {
             root: dir.to_path_buf(),
             record_size,
             documents,
@@ -109,7 +102,8 @@ impl ParquetRefs {
             files: Mutex::new(LruCache::new(
                 NonZeroUsize::new(KEPT_FILES).unwrap_or(NonZeroUsize::MIN),
             )),
-        })
+        };
+        Ok(Some((refs, meta)))
     }
 
     /// The reference of chunk key `key`: `None` when it is no chunk of a known array.

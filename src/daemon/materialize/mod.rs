@@ -260,14 +260,16 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
         }
     }
 
-    /// Whether `ino`, once read through, will be copied and served by the kernel.
+    /// Whether `ino`, just opened, will be copied and served by the kernel once read
+    /// through (from what its open found).
     pub fn will_copy(&self, ino: u64) -> bool {
         self.enabled()
-            && !matches!(
-                self.state.lock().inodes.get(&ino).map(|n| &n.backing),
-                Some(Backing::Failed)
-            )
-            && self.fitting_size(ino).is_some()
+            && self
+                .state
+                .lock()
+                .inodes
+                .get(&ino)
+                .is_some_and(|n| n.fits > 0 && !matches!(n.backing, Backing::Failed))
     }
 
     /// An open of `ino` answered with file handle `fh` was released.
