@@ -520,3 +520,69 @@ fn a_million_parquet_references_list_at_once_and_read_only_their_own_files() {
     );
     assert!(mount.log().contains("small"), "log: {}", mount.log());
 }
+
+/// The chunks of array `path` that reference set `doc` keeps in target files.
+fn ranged_chunks(doc: &Value, path: &str) -> usize {
+    let refs = doc.get("refs").unwrap_or(doc);
+    let prefix = format!("{path}/");
+    refs.as_object()
+        .expect("refs")
+        .iter()
+        .filter(|(k, v)| {
+            k.strip_prefix(&prefix)
+                .is_some_and(|rest| !rest.contains('/') && !rest.starts_with(".z"))
+                && v.as_array().is_some_and(|parts| parts.len() == 3)
+        })
+        .count()
+}
+
+#[test]
+fn every_json_set_reads_behind_a_web_server_with_neighbouring_chunks_in_one_request() {
+    let (dir, m) = refs();
+    let web = nginx(&dir, false);
+    let access = web.dir().join("access.log");
+    let requests = || {
+        std::fs::read_to_string(&access)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let tmp = TempDir::new("refs-web");
+    let base = format!("{}/refs/data/", web.url());
+    let mut failures = Vec::new();
+    let (mut chunks, mut fetched, mut coalesced_arrays) = (0, 0, 0);
+    for store in stores(&m) {
+        let name = store["name"].as_str().expect("name");
+        if store["format"] != "json" || store["templates"] == true {
+            continue;
+        }
+        let folder = tmp.path().join(name);
+        std::fs::create_dir(&folder).expect("mkdir");
+        let (copy, store) = retargeted(name, &folder, &base);
+        let doc: Value =
+            serde_json::from_slice(&std::fs::read(&copy).expect("read copy")).expect("JSON");
+        for a in store["arrays"].as_array().expect("arrays") {
+            let path = a["path"].as_str().expect("path");
+            for (order, label) in [("C", "C_little"), ("F", "F_little")] {
+                let before = requests();
+                match try_cat(&copy, path, &["--order", order, "--virtual-prefix", &base]) {
+                    Ok(bytes) if sha256(&bytes) == a["sha256"][label] => {}
+                    Ok(_) => failures.push(format!("{name}:{path} {order}: bytes differ")),
+                    Err(e) => failures.push(format!("{name}:{path} {order}: {e}")),
+                }
+                let (n, got) = (ranged_chunks(&doc, path), requests() - before);
+                chunks += n;
+                fetched += got;
+                if n >= 4 && got < n {
+                    coalesced_arrays += 1;
+                }
+            }
+        }
+    }
+    assert_no_failures(&failures);
+    // The fixtures' chunks lie back to back in their files: neighbours come in one request.
+    assert!(
+        coalesced_arrays > 0 && fetched * 2 <= chunks,
+        "{fetched} requests for {chunks} chunks ({coalesced_arrays} arrays read in fewer requests than chunks)"
+    );
+}

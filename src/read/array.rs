@@ -50,6 +50,11 @@ impl std::fmt::Debug for Array {
 }
 
 impl Array {
+    /// Bytes worth one request to the array's store (0: a local store).
+    pub fn request_bytes(&self) -> u64 {
+        self.store.caps().request_bytes
+    }
+
     pub fn open(meta: Arc<ArrayMetadata>, store: Arc<dyn Store>) -> Result<Array> {
         let repr = ChunkRepr {
             shape: meta.chunk_shape.clone(),

@@ -26,6 +26,9 @@ mod stream;
 /// The readahead window starts here and doubles while reads stay sequential.
 const MIN_WINDOW: u64 = 4 << 20;
 
+/// Requests of a remote store the readahead window spans, at least.
+const REQUESTS_AHEAD: u64 = 8;
+
 /// Units queued for prefetch per read, at most.
 const MAX_PREFETCH_UNITS: usize = 256;
 
@@ -161,11 +164,14 @@ impl View {
         let elements = array.meta.shape.iter().product();
         let geometry = Geometry::new(&array.meta.shape, array.unit_shape(), layout.order, item);
         // How far ahead of a sequential reader units are decoded, at most: two slabs, so
-        // that the next slab decodes while this one is read; within half the cache
-        // budget, which holds the slab being read.
+        // that the next slab decodes while this one is read, and on a remote store
+        // enough for several requests in flight (a request fetches neighbouring chunks
+        // together, so a window of one request's chunks waits for each in turn); within
+        // half the cache budget, which holds the slab being read.
         let max_window = geometry
             .slab_bytes()
             .saturating_mul(2)
+            .max(array.request_bytes().saturating_mul(REQUESTS_AHEAD))
             .min(cache.budget() as u64 / 2)
             .max(MIN_WINDOW);
         Ok(View {

@@ -16,13 +16,17 @@ use base64::Engine;
 use serde_json::{Map, Value as Json};
 
 use super::references_parquet::{ParquetRefs, Row};
-use super::{ByteRange, Caps, FolderStore, Head, Listing, Store, StoreConfig, Value, Version};
+use super::{
+    ByteRange, Caps, FolderStore, Head, Listing, Spans, Store, StoreConfig, Value, Version,
+};
 use crate::error::{Error, Result};
 
 /// Keys a `gen` entry may make at most (all entries together).
 const MAX_GENERATED: u64 = 10_000_000;
 /// Bytes a reference file may hold, or expand to when compressed, at most.
 pub const MAX_REFERENCE_BYTES: u64 = 4 << 30;
+/// Bytes worth one request to a remote target.
+const REQUEST_BYTES: u64 = 8 << 20;
 /// Template steps one rendering may take (minijinja's fuel).
 const TEMPLATE_FUEL: u64 = 100_000;
 
@@ -75,6 +79,48 @@ pub struct ReferenceStore {
     allowed: Vec<Allowed>,
     version: Version,
     cfg: StoreConfig,
+    /// Runs of neighbouring chunks of one remote target, fetched in one request.
+    spans: Spans,
+    /// Where each chunk lies among its target's chunks, made at the first coalesced read.
+    neighbours: OnceLock<Neighbours>,
+}
+
+/// Bytes of fetched runs a reference set keeps: enough for every request in flight.
+fn run_budget(cfg: &StoreConfig) -> u64 {
+    (cfg.max_requests as u64)
+        .saturating_mul(REQUEST_BYTES)
+        .max(super::spans::BUDGET)
+}
+
+/// The byte ranges the references point to in each target (in key order), and the place
+/// of each key's range among its target's: what [`Spans`] groups into runs.
+#[derive(Default)]
+struct Neighbours {
+    ranges: BTreeMap<Target, Vec<Option<(u64, u64)>>>,
+    place: std::collections::HashMap<String, usize>,
+}
+
+impl Neighbours {
+    fn of(refs: &Refs) -> Neighbours {
+        let mut n = Neighbours::default();
+        // Parquet sets are read lazily: their chunks are read one by one.
+        let Refs::Json(refs) = refs else {
+            return n;
+        };
+        for (key, r) in refs {
+            if let Ref::Range {
+                target,
+                offset,
+                len: Some(len),
+            } = r
+            {
+                let ranges = n.ranges.entry(target.as_ref().clone()).or_default();
+                n.place.insert(key.clone(), ranges.len());
+                ranges.push(Some((*offset, *len)));
+            }
+        }
+        n
+    }
 }
 
 /// Whether `head` (the first bytes of a file) looks like a JSON reference set: a JSON
@@ -141,6 +187,8 @@ impl ReferenceStore {
             allowed,
             version,
             cfg: cfg.clone(),
+            spans: Spans::read_once(run_budget(cfg)),
+            neighbours: OnceLock::new(),
         };
         let mut target_ids: BTreeMap<Target, Arc<Target>> = BTreeMap::new();
         let (refs, templates, gen) = match doc.get("version").and_then(Json::as_u64) {
@@ -639,7 +687,56 @@ impl ReferenceStore {
             allowed,
             version: super::folder::file_version(&meta),
             cfg: cfg.clone(),
+            spans: Spans::read_once(run_budget(cfg)),
+            neighbours: OnceLock::new(),
         }))
+    }
+
+    /// The `len` bytes `key` refers to in target `t` (read as `tkey` of `store`), from
+    /// the run of neighbouring chunks of that target around it, fetched in one request
+    /// when the target is remote; `None` when it is to be read alone.
+    fn coalesced(
+        &self,
+        key: &str,
+        t: &Target,
+        store: &Arc<dyn Store>,
+        tkey: &str,
+        len: u64,
+    ) -> Option<Vec<u8>> {
+        let request = store.caps().request_bytes;
+        if request == 0 {
+            return None;
+        }
+        let neighbours = self.neighbours.get_or_init(|| Neighbours::of(&self.refs));
+        let (Some(&place), Some(ranges)) = (neighbours.place.get(key), neighbours.ranges.get(t))
+        else {
+            return None;
+        };
+        let fetch = |offset, n| {
+            store
+                .read(tkey, Some(ByteRange::Span { offset, len: n }))?
+                .filter(|v| v.bytes.len() as u64 == n)
+                .ok_or_else(|| {
+                    Error::corrupt(
+                        key,
+                        format!(
+                            "reference range {offset}+{n} lies past the end of {}",
+                            t.shown()
+                        ),
+                    )
+                })
+        };
+        // A run that cannot be had (a neighbour's range past the target's end, the
+        // target unreachable) leaves each chunk to its own read and its own error.
+        let got = self.spans.read(
+            &t.shown(),
+            &Version::Unknown,
+            || ranges.clone(),
+            place,
+            request,
+            fetch,
+        );
+        got.ok().flatten().filter(|b| b.len() as u64 == len)
     }
 
     /// The reference of `key`.
@@ -688,6 +785,14 @@ impl Store for ReferenceStore {
             } => {
                 let t = target.as_ref();
                 let (store, tkey) = self.target_store(key, t)?;
+                if let (None, Some(len)) = (range, len) {
+                    if let Some(bytes) = self.coalesced(key, t, &store, &tkey, *len) {
+                        return Ok(Some(Value {
+                            bytes,
+                            version: Version::Unknown,
+                        }));
+                    }
+                }
                 let asked = match (len, range) {
                     (None, r) => r,
                     (Some(len), None) => Some(ByteRange::Span {
@@ -798,7 +903,7 @@ impl Store for ReferenceStore {
         {
             Caps {
                 concurrency: self.cfg.max_requests,
-                request_bytes: 8 << 20,
+                request_bytes: REQUEST_BYTES,
                 location: Some(self.label.clone()),
             }
         } else {

@@ -10,6 +10,7 @@
 //! up to a byte budget, oldest out first.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -23,6 +24,9 @@ pub const BUDGET: u64 = 64 << 20;
 const MAX_LAYOUTS: usize = 1024;
 /// A run spans at most this many times the preferred request size.
 const MAX_RUN_REQUESTS: u64 = 4;
+/// Bytes between two neighbouring members that a run reads through rather than split
+/// (a reference set's target file may hold other data between its chunks).
+const MAX_GAP: u64 = 256 << 10;
 
 /// An object: its key and version.
 type Object = (String, Version);
@@ -32,16 +36,20 @@ type Group = (Object, usize);
 /// A run being fetched or fetched: its bytes, or why they could not be had.
 type Slot = Arc<OnceLock<std::result::Result<Arc<Run>, String>>>;
 
-/// A fetched run: the bytes of the object from `start`, and the version they came from.
+/// A fetched run: the bytes of the object from `start`, the version they came from, and
+/// how many of its members are still to be read (it is let go when none is).
 struct Run {
     start: u64,
     bytes: Vec<u8>,
     version: Version,
+    unread: AtomicUsize,
 }
 
 /// The runs fetched of one store's objects.
 pub struct Spans {
     budget: u64,
+    /// Whether each member is read once (see [`Spans::read_once`]).
+    once: bool,
     state: Mutex<State>,
 }
 
@@ -85,8 +93,15 @@ impl Layout {
         Layout { sorted, rank, size }
     }
 
-    /// The byte run `[start, end)` of group `group`: its members, when they lie back to
-    /// back in the object and span at most `limit` bytes (else `None`: read one by one).
+    /// How many members group `group` holds.
+    fn members(&self, group: usize) -> usize {
+        let from = group.saturating_mul(self.size).min(self.sorted.len());
+        (self.sorted.len() - from).min(self.size)
+    }
+
+    /// The byte run `[start, end)` of group `group`: its members, when they lie near
+    /// each other in the object (at most [`MAX_GAP`] apart; members may overlap) and span
+    /// at most `limit` bytes (else `None`: read one by one).
     fn run(&self, group: usize, limit: u64) -> Option<(u64, u64)> {
         let from = group.checked_mul(self.size)?;
         let to = from.saturating_add(self.size).min(self.sorted.len());
@@ -94,10 +109,10 @@ impl Layout {
         let (start, first_len) = *members.first()?;
         let mut end = start.checked_add(first_len)?;
         for &(o, n) in &members[1..] {
-            if o != end {
+            if o > end.saturating_add(MAX_GAP) {
                 return None;
             }
-            end = end.checked_add(n)?;
+            end = end.max(o.checked_add(n)?);
         }
         (end - start <= limit).then_some((start, end))
     }
@@ -108,7 +123,18 @@ impl Spans {
     pub fn new(budget: u64) -> Spans {
         Spans {
             budget,
+            once: false,
             state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Runs whose members are each read once (their readers cache what they decode): a
+    /// run all read is let go at once rather than when the budget pushes it out, so that
+    /// many runs in flight do not push out each other before they are read.
+    pub fn read_once(budget: u64) -> Spans {
+        Spans {
+            once: true,
+            ..Spans::new(budget)
         }
     }
 
@@ -155,6 +181,11 @@ impl Spans {
         let mut state = self.state.lock();
         if state.runs.get(group).is_some_and(|s| Arc::ptr_eq(s, slot)) {
             state.runs.remove(group);
+            if let Some(at) = state.order.iter().position(|(g, _)| g == group) {
+                if let Some((_, n)) = state.order.remove(at) {
+                    state.bytes = state.bytes.saturating_sub(n);
+                }
+            }
         }
     }
 
@@ -162,8 +193,9 @@ impl Spans {
     /// `(offset, len)` in the object, `None` for one that has no bytes) `members` gives
     /// when the object's layout is not known yet: from its group's run, fetched with
     /// `fetch(start, len)` when not yet there. `None` (read the member alone) when
-    /// `request` is 0, the member has no bytes, its group's members are not back to back,
-    /// or the run came from another version of the object.
+    /// `request` is 0, the member has no bytes, its group's members lie apart, or the run
+    /// came from another version of the object (with `version` unknown, a run of any
+    /// version serves: the members are known by place alone).
     pub fn read(
         &self,
         key: &str,
@@ -189,6 +221,7 @@ impl Spans {
         let Some((start, end)) = layout.run(group, limit) else {
             return Ok(None);
         };
+        let members = layout.members(group);
         let group = (object, group);
         let slot = self.slot(&group, end - start);
         // One fetch per run; readers of the same run wait for it (no lock of ours held).
@@ -200,13 +233,14 @@ impl Spans {
                             start,
                             bytes: value.bytes,
                             version: value.version,
+                            unread: AtomicUsize::new(members),
                         })
                     })
                     .map_err(|e| e.to_string())
             })
             .clone();
         let run = match got {
-            Ok(run) if run.version == *version => run,
+            Ok(run) if run.version == *version || *version == Version::Unknown => run,
             Ok(_) => {
                 // The object changed since its members were known: the run is not the
                 // bytes of this version.
@@ -227,7 +261,16 @@ impl Spans {
             .and_then(|f| usize::try_from(f).ok());
         let to = from.and_then(|f| f.checked_add(usize::try_from(len).ok()?));
         match (from, to) {
-            (Some(f), Some(t)) if t <= run.bytes.len() => Ok(Some(run.bytes[f..t].to_vec())),
+            (Some(f), Some(t)) if t <= run.bytes.len() => {
+                let bytes = run.bytes[f..t].to_vec();
+                let was = run
+                    .unread
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+                if self.once && was == Ok(1) {
+                    self.forget(&group, &slot);
+                }
+                Ok(Some(bytes))
+            }
             _ => {
                 self.forget(&group, &slot);
                 Err(Error::corrupt(
@@ -252,14 +295,14 @@ mod tests {
     fn one_request_per_group_and_gaps_read_alone() {
         let object: Vec<u8> = (0..=255u8).cycle().take(4000).collect();
         // Eight members of 100 bytes back to back but not in member order, one without
-        // bytes, then two more with a gap between them.
+        // bytes, then two more farther apart than a run reads through.
         let mut members: Vec<Option<(u64, u64)>> = [3, 0, 7, 1, 2, 6, 4, 5]
             .iter()
             .map(|i| Some((i * 100, 100)))
             .collect();
         members.push(None);
         members.push(Some((1000, 100)));
-        members.push(Some((1500, 100)));
+        members.push(Some((1100 + MAX_GAP + 1, 100)));
         let spans = Spans::default();
         let calls = AtomicUsize::new(0);
         let v1 = tag("1");
@@ -279,7 +322,7 @@ mod tests {
             assert_eq!(got, &object[o as usize..(o + n) as usize]);
         }
         assert_eq!(calls.load(Ordering::Relaxed), 2, "two groups of four");
-        // The third group (1000, 1500) is not back to back; the empty member has none.
+        // The third group's members lie apart; the empty member has no bytes.
         assert!(spans.read("s", &v1, all, 10, 400, fetch).unwrap().is_none());
         assert!(spans.read("s", &v1, all, 8, 400, fetch).unwrap().is_none());
         assert!(spans.read("s", &v1, all, 99, 400, fetch).unwrap().is_none());
@@ -291,6 +334,38 @@ mod tests {
         let past = || vec![Some((3900, 100)), Some((4000, 100))];
         assert!(spans.read("u", &v1, past, 1, 400, fetch).is_err());
         assert_eq!(calls.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn near_and_overlapping_members_share_a_run_of_any_version_when_it_is_unknown_read_once_or_kept(
+    ) {
+        let object: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        // A gap of 50 bytes, and a member that repeats another's bytes.
+        let members = || {
+            vec![
+                Some((0, 100)),
+                Some((150, 100)),
+                Some((150, 100)),
+                Some((250, 50)),
+            ]
+        };
+        let calls = AtomicUsize::new(0);
+        let fetch = |start: u64, len: u64| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Ok(Value {
+                bytes: object[start as usize..(start + len) as usize].to_vec(),
+                version: tag("etag"),
+            })
+        };
+        let spans = Spans::default();
+        for (m, (o, n)) in [(0, 100), (150, 100), (150, 100), (250, 50)]
+            .into_iter()
+            .enumerate()
+        {
+            let got = spans.read("r", &Version::Unknown, members, m, 1000, fetch);
+            assert_eq!(got.unwrap().unwrap(), &object[o..o + n]);
+        }
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
     }
 
     #[test]
