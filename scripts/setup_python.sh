@@ -12,6 +12,8 @@
 #                      zarr-python 3.1, netCDF4, h5py, xarray and h5netcdf for the
 #                      source files and their read-back, pandas and fastparquet
 #                      for Parquet references, VirtualiZarr; wheels only
+#   target/venv-icechunk  Icechunk repositories (scripts/make_fixtures_icechunk.py):
+#                      the icechunk package 2.3 with zarr-python 3.1, on Python 3.12
 #
 # Idempotent: each venv keeps a stamp file holding its requirement list, and
 # pip runs only when the stamp is missing or differs from the list below.
@@ -49,6 +51,11 @@ pandas
 fastparquet
 virtualizarr
 s3fs'
+# icechunk 2.x ships wheels for Python 3.12 and later only.
+icechunk_requirements='--only-binary=:all:
+icechunk>=2.3,<2.4
+zarr>=3.1,<3.2
+numpy>=2.1'
 # numpy stays Debian's (osgeo is built against it): pip sees it through the system site
 # packages and installs no other.
 views_requirements='tifffile
@@ -82,6 +89,20 @@ make_venv venv-zarr3 "$zarr3_requirements"
 make_venv venv-zarr2 "$zarr2_requirements"
 make_venv venv-views "$views_requirements" /usr/bin/python3 --system-site-packages
 make_venv venv-refs "$refs_requirements"
+# A Python 3.12 or later for venv-icechunk: $PYTHON312, one on PATH, or pyenv's.
+python312() {
+    local p
+    for p in "${PYTHON312:-}" python3.13 python3.12 "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python3; do
+        if [ -n "$p" ] && "$p" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+            command -v "$p"
+            return 0
+        fi
+    done
+    echo "setup_python: no Python 3.12 or later found (icechunk needs one; set PYTHON312)" >&2
+    return 1
+}
+make_venv venv-icechunk "$icechunk_requirements" "$(python312)"
+"$target_dir/venv-icechunk/bin/python" -c 'import icechunk, zarr, numpy; print("setup_python: icechunk", icechunk.__version__, "zarr", zarr.__version__, "numpy", numpy.__version__)'
 for name in venv-zarr3 venv-zarr2; do
     "$target_dir/$name/bin/python" -c 'import zarr, numcodecs, numpy; print("setup_python:", "zarr", zarr.__version__, "numcodecs", numcodecs.__version__, "numpy", numpy.__version__)'
 done

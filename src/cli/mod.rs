@@ -83,6 +83,16 @@ struct StoreArgs {
     /// prefix too (repeatable); by default only under the set's own folder.
     #[arg(long = "virtual-prefix", value_name = "PREFIX")]
     virtual_prefix: Vec<String>,
+    /// An Icechunk repository's branch or tag to show (default: branch main).
+    #[arg(long = "ref", value_name = "BRANCH|TAG", conflicts_with = "snapshot")]
+    reference: Option<String>,
+    /// An Icechunk repository's snapshot to show, by its ID.
+    #[arg(long, value_name = "ID")]
+    snapshot: Option<String>,
+    /// Show every branch, tag and snapshot of an Icechunk repository as folders
+    /// (@branches/NAME, @tags/NAME, @snapshots/ID) beside the default tree.
+    #[arg(long)]
+    versions: bool,
 }
 
 /// `--materialize`: a budget, or the default.
@@ -144,6 +154,11 @@ impl StoreArgs {
                 .clone()
                 .map(|dir| (dir, self.disk_cache_size as u64)),
             virtual_prefixes: self.virtual_prefix.clone(),
+            icechunk: crate::store::VersionChoice {
+                reference: self.reference.clone(),
+                snapshot: self.snapshot.clone(),
+                all: self.versions,
+            },
             root_markers: crate::metadata::ROOT_MARKERS
                 .iter()
                 .map(|m| m.to_string())

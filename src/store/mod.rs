@@ -1,7 +1,7 @@
 //! Where bytes come from: a small read-only key/value store trait and its backends (a
 //! local folder, object storage and HTTP on shared per-host sources, zip archives in
 //! either, kerchunk reference sets whose keys resolve to byte ranges of other files,
-//! memory for tests), and the coalescing of neighbouring byte ranges of one object
+//! Icechunk repositories, memory for tests), and the coalescing of neighbouring byte ranges of one object
 //! into one request (`spans.rs`).
 
 #[cfg(feature = "remote")]
@@ -9,6 +9,8 @@ mod backends;
 mod blob;
 mod disk_cache;
 mod folder;
+#[cfg(feature = "remote")]
+mod icechunk;
 mod memory;
 mod open;
 mod options;
@@ -26,8 +28,11 @@ mod zip;
 pub use blob::{Blob, FileBlob, StoreBlob};
 pub use disk_cache::DiskCache;
 pub use folder::FolderStore;
+#[cfg(feature = "remote")]
+pub use icechunk::IcechunkStore;
 pub use memory::MemoryStore;
 pub use open::{open, short_name};
+pub use options::VersionChoice;
 pub use options::{is_secret_key, StoreConfig};
 pub use references::ReferenceStore;
 #[cfg(feature = "remote")]

@@ -45,6 +45,10 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
             return Ok(Arc::new(refs));
         }
     }
+    #[cfg(feature = "remote")]
+    if !cfg.zip && super::icechunk::is_repository(path) {
+        return Ok(Arc::new(super::IcechunkStore::open_local(path, cfg)?));
+    }
     if !cfg.zip && path.is_dir() {
         if let Some(refs) = ReferenceStore::parquet(path, cfg)? {
             return Ok(Arc::new(refs));
@@ -112,7 +116,7 @@ mod remote {
     use super::super::options::StoreConfig;
     use super::super::remote::RemoteStore;
     use super::super::zip::ZipStore;
-    use super::super::{ReferenceStore, Store};
+    use super::super::{IcechunkStore, ReferenceStore, Store};
     use super::{is_reference_name, is_zip_name};
     use crate::error::{Error, Result};
 
@@ -128,7 +132,14 @@ mod remote {
             Url::parse(spec).map_err(|e| Error::Invalid(format!("{scheme}:// URL: {e}")))?;
         let references = !cfg.zip && is_reference_name(url.path());
         if !(cfg.zip || is_zip_name(url.path()) || references) {
-            return cached(Arc::new(RemoteStore::connect(&url, cfg)?), cfg);
+            let store = RemoteStore::connect(&url, cfg)?;
+            // An Icechunk repository is known by its `repo` object.
+            if matches!(scheme, "s3" | "s3a" | "http" | "https")
+                && store.head("repo").ok().flatten().is_some()
+            {
+                return Ok(Arc::new(IcechunkStore::open_url(&url, cfg)?));
+            }
+            return cached(Arc::new(store), cfg);
         }
         // An archive or a reference set is one object: its folder is the store, its
         // name the key.

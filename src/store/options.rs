@@ -30,6 +30,19 @@ pub struct StoreConfig {
     /// Where the targets of a reference set may lie besides the set's own folder: local
     /// folders or URL prefixes (`--virtual-prefix`).
     pub virtual_prefixes: Vec<String>,
+    /// Which version of an Icechunk repository to show (`--ref`, `--snapshot`,
+    /// `--versions`).
+    pub icechunk: VersionChoice,
+}
+
+/// Which version of an Icechunk repository: `--ref` (a branch or a tag), or
+/// `--snapshot`; default the tip of branch `main`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VersionChoice {
+    pub reference: Option<String>,
+    pub snapshot: Option<String>,
+    /// Every branch, tag and snapshot as folders beside the default tree.
+    pub all: bool,
 }
 
 impl Default for StoreConfig {
@@ -44,6 +57,7 @@ impl Default for StoreConfig {
             disk_cache: None,
             root_markers: Vec::new(),
             virtual_prefixes: Vec::new(),
+            icechunk: VersionChoice::default(),
         }
     }
 }

@@ -1,0 +1,164 @@
+"""Write Icechunk repositories through the icechunk Python package, and their expected bytes.
+
+Usage (from the repository root, after `bash scripts/setup_python.sh`):
+
+    target/venv-icechunk/bin/python scripts/make_fixtures_icechunk.py OUTDIR
+
+OUTDIR/icechunk is deleted and rewritten:
+
+    icechunk/repo/        a native repository (local filesystem storage) written by
+                          zarr-python 3 through icechunk sessions:
+                          commit 1 on main: groups (root with attributes, `grp`, `grp/sub`),
+                            `temperature` f4 (4, 60, 80) chunks (2, 30, 40) (zstd, zarr's
+                            default), `counts` i2 (100, 100) chunks (40, 40) with some
+                            chunks never written (fill value 7), `grp/flags` u1 (1000,)
+                            chunks (300,), `grp/sub/wide` f8 (64, 64) sharded (32, 32) of
+                            (16, 16), `grp/tiny` i4 (3,) (small chunks, such as this
+                            one's, are kept inline in the manifest), `doomed` u2 (5000,)
+                          branch `dev` from commit 1, one commit: `temperature` rewritten,
+                            `dev_only` i8 (50, 50) added
+                          commit 2 on main: `temperature` grown to (6, 60, 80) with new data,
+                            chunks of `counts` overwritten; tag `v1` names it
+                          commit 3 on main: `doomed` deleted, `grp/sub/wide` partly
+                            overwritten, `grp/flags` resized to (700,)
+    icechunk/manifest-icechunk.json
+
+Manifest: {"writer", "repos": [repo...]}, a repo being {"name", "path" (relative to OUTDIR),
+"versions": [version...]}, a version {"kind": "branch"|"tag"|"snapshot", "name" (the
+branch or tag name, or the snapshot id), "snapshot" (its snapshot id), "groups" (paths),
+"arrays": [entry...]}; an entry is fixture_common.array_entry's. Every branch, every tag
+and every snapshot in the ancestry of every branch is a version.
+
+Expected bytes come from zarr-python's read-back through a read-only icechunk session at
+that version, never from the files the repository holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+import icechunk
+import numpy as np
+import zarr
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_common import array_entry  # noqa: E402
+
+
+def commit_one(repo: icechunk.Repository) -> str:
+    session = repo.writable_session("main")
+    root = zarr.group(store=session.store, zarr_format=3, attributes={"title": "icechunk fixture"})
+    t = root.create_array("temperature", shape=(4, 60, 80), chunks=(2, 30, 40), dtype="f4", fill_value=0.0)
+    t[:] = np.arange(4 * 60 * 80, dtype="f4").reshape(4, 60, 80) / 8
+    c = root.create_array("counts", shape=(100, 100), chunks=(40, 40), dtype="i2", fill_value=7)
+    c[:40, :] = np.arange(4000, dtype="i2").reshape(40, 100) - 2000
+    grp = root.create_group("grp", attributes={"about": "nested"})
+    f = grp.create_array("flags", shape=(1000,), chunks=(300,), dtype="u1", fill_value=0)
+    f[:] = (np.arange(1000) % 251).astype("u1")
+    sub = grp.create_group("sub")
+    w = sub.create_array("wide", shape=(64, 64), chunks=(16, 16), shards=(32, 32), dtype="f8", fill_value=-1.0)
+    w[:] = np.sin(np.arange(4096, dtype="f8")).reshape(64, 64)
+    tiny = grp.create_array("tiny", shape=(3,), chunks=(3,), dtype="i4", fill_value=0)
+    tiny[:] = [1, -2, 3]
+    d = root.create_array("doomed", shape=(5000,), chunks=(1000,), dtype="u2", fill_value=0)
+    d[:] = np.arange(5000, dtype="u2") * 3
+    return session.commit("first: every array")
+
+
+def commit_dev(repo: icechunk.Repository, base: str) -> str:
+    repo.create_branch("dev", snapshot_id=base)
+    session = repo.writable_session("dev")
+    root = zarr.open_group(store=session.store, mode="r+")
+    root["temperature"][:] = -np.arange(4 * 60 * 80, dtype="f4").reshape(4, 60, 80)
+    x = root.create_array("dev_only", shape=(50, 50), chunks=(20, 20), dtype="i8", fill_value=0)
+    x[:] = np.arange(2500, dtype="i8").reshape(50, 50) * 1_000_000_007
+    return session.commit("dev: other data")
+
+
+def commit_two(repo: icechunk.Repository) -> str:
+    session = repo.writable_session("main")
+    root = zarr.open_group(store=session.store, mode="r+")
+    t = root["temperature"]
+    t.resize((6, 60, 80))
+    t[4:] = 100 + np.arange(2 * 60 * 80, dtype="f4").reshape(2, 60, 80)
+    root["counts"][20:60, 20:60] = 1234
+    return session.commit("second: temperature grown, counts overwritten")
+
+
+def commit_three(repo: icechunk.Repository) -> str:
+    session = repo.writable_session("main")
+    root = zarr.open_group(store=session.store, mode="r+")
+    del root["doomed"]
+    root["grp/sub/wide"][32:, :32] = np.cos(np.arange(1024.0)).reshape(32, 32)
+    root["grp/flags"].resize((700,))
+    return session.commit("third: doomed deleted, wide overwritten, flags shrunk")
+
+
+def arrays_of(session, name: str) -> tuple:
+    try:
+        root = zarr.open_group(store=session.store, mode="r")
+    except zarr.errors.GroupNotFoundError:
+        # The repository's first snapshot holds nothing, not even a root group.
+        return [], []
+    arrays, groups = [], [""]
+    for path, node in sorted(root.members(max_depth=None)):
+        if isinstance(node, zarr.Group):
+            groups.append(path)
+            continue
+        data = node[...]
+        fill = node.fill_value
+        fill = fill.item() if hasattr(fill, "item") else fill
+        arrays.append(array_entry(name, path, data, chunks=node.chunks, zarr_dtype=str(node.dtype),
+                                  fill_value=fill, note=""))
+    return arrays, groups
+
+
+def versions_of(repo: icechunk.Repository, name: str) -> list:
+    versions = []
+    seen = set()
+    for branch in sorted(repo.list_branches()):
+        snap = repo.lookup_branch(branch)
+        arrays, groups = arrays_of(repo.readonly_session(branch=branch), name)
+        versions.append({"kind": "branch", "name": branch, "snapshot": snap, "arrays": arrays, "groups": groups})
+        for info in repo.ancestry(branch=branch):
+            if info.id in seen:
+                continue
+            seen.add(info.id)
+            arrays, groups = arrays_of(repo.readonly_session(snapshot_id=info.id), name)
+            versions.append({"kind": "snapshot", "name": info.id, "snapshot": info.id, "arrays": arrays,
+                             "groups": groups, "message": info.message})
+    for tag in sorted(repo.list_tags()):
+        snap = repo.lookup_tag(tag)
+        arrays, groups = arrays_of(repo.readonly_session(tag=tag), name)
+        versions.append({"kind": "tag", "name": tag, "snapshot": snap, "arrays": arrays, "groups": groups})
+    return versions
+
+
+def main() -> None:
+    outdir = sys.argv[1]
+    top = os.path.join(outdir, "icechunk")
+    shutil.rmtree(top, ignore_errors=True)
+    os.makedirs(top)
+    path = os.path.join(top, "repo")
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(path))
+    first = commit_one(repo)
+    commit_dev(repo, first)
+    second = commit_two(repo)
+    repo.create_tag("v1", snapshot_id=second)
+    commit_three(repo)
+    manifest = {
+        "writer": f"icechunk {icechunk.__version__}, zarr {zarr.__version__}",
+        "repos": [{"name": "repo", "path": "icechunk/repo", "versions": versions_of(repo, "repo")}],
+    }
+    with open(os.path.join(top, "manifest-icechunk.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    n = sum(len(v["arrays"]) for r in manifest["repos"] for v in r["versions"])
+    print(f"make_fixtures_icechunk: {n} arrays in {sum(len(r['versions']) for r in manifest['repos'])} versions",
+          f"({manifest['writer']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,352 @@
+//! An Icechunk repository as a store, through the `icechunk` crate: it resolves a
+//! version (a branch tip, a tag or a snapshot) to its nodes and chunk references, and
+//! hands out the Zarr v3 documents and the stored chunk bytes; zarrfs decodes them with
+//! its own codec chain. Every value carries the snapshot it was read from as its
+//! version, so that caches keep two versions of a dataset apart. With `--versions`, the
+//! root also holds `@branches/NAME/`, `@tags/NAME/` and `@snapshots/ID/`, each the tree of
+//! that version, opened at first use.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use icechunk::format::{ByteRange as IcRange, SnapshotId};
+use icechunk::repository::VersionInfo;
+use icechunk::store::{StoreError, StoreErrorKind};
+use icechunk::Repository;
+use parking_lot::Mutex;
+
+use super::runtime::block_on;
+use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version};
+use crate::error::{Error, Result};
+
+/// The metadata of a version that holds no root group.
+const EMPTY_GROUP: &[u8] = br#"{"zarr_format":3,"node_type":"group","attributes":{}}"#;
+
+/// The folders of the versions beside the default tree.
+const BRANCHES: &str = "@branches";
+const TAGS: &str = "@tags";
+const SNAPSHOTS: &str = "@snapshots";
+
+/// One version opened read-only: its store and its snapshot.
+struct Checkout {
+    store: icechunk::Store,
+    snapshot: String,
+}
+
+pub struct IcechunkStore {
+    label: String,
+    repo: Repository,
+    default: Arc<Checkout>,
+    all: bool,
+    /// Versions opened so far under the version folders, by folder (`@tags/v1`).
+    opened: Mutex<BTreeMap<String, Arc<Checkout>>>,
+    local: bool,
+}
+
+/// Whether the local folder `dir` holds an Icechunk repository: its `repo` object
+/// (format 2) or its `config.yaml` beside `snapshots/` (format 1).
+pub fn is_repository(dir: &Path) -> bool {
+    dir.join("repo").is_file()
+        || (dir.join("config.yaml").is_file() && dir.join("snapshots").is_dir())
+}
+
+fn failed(label: &str, what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Io {
+        key: label.to_string(),
+        source: std::io::Error::other(format!("icechunk: {what}: {e}")),
+    }
+}
+
+impl IcechunkStore {
+    /// The repository in local folder `dir`, at the version `cfg` chooses (default: the
+    /// tip of branch `main`).
+    pub fn open_local(dir: &Path, cfg: &StoreConfig) -> Result<IcechunkStore> {
+        let label = dir.display().to_string();
+        let path = dir.to_path_buf();
+        let storage = block_on(async move { icechunk::new_local_filesystem_storage(&path).await })?
+            .map_err(|e| failed(&label, "storage", e))?;
+        Self::open(label, storage, cfg, true)
+    }
+
+    /// The repository at `url` (`s3://BUCKET/PREFIX`, or an `http(s)://` folder), with
+    /// the store options of `cfg` (`endpoint`, `region`, `allow_http`, `--anonymous`).
+    pub fn open_url(url: &url::Url, cfg: &StoreConfig) -> Result<IcechunkStore> {
+        let label = url.to_string();
+        let option = |names: &[&str]| {
+            cfg.options
+                .iter()
+                .find(|(k, _)| names.contains(&k.as_str()))
+                .map(|(_, v)| v.clone())
+        };
+        let storage = match url.scheme() {
+            "s3" | "s3a" => {
+                let bucket = url.host_str().unwrap_or_default().to_string();
+                let prefix = url.path().trim_matches('/').to_string();
+                let endpoint = option(&["endpoint", "aws_endpoint", "aws_endpoint_url"]);
+                let mut options = icechunk::storage::S3Options::default()
+                    .with_force_path_style(endpoint.is_some())
+                    .with_anonymous(cfg.anonymous)
+                    .with_allow_http(
+                        option(&["allow_http", "aws_allow_http"]).is_some_and(|v| v == "true"),
+                    );
+                if let Some(region) = option(&["region", "aws_region"]) {
+                    options = options.with_region(region);
+                }
+                if let Some(endpoint) = endpoint {
+                    options = options.with_endpoint_url(endpoint);
+                }
+                let credentials = if cfg.anonymous {
+                    icechunk::storage::S3Credentials::Anonymous
+                } else {
+                    icechunk::storage::S3Credentials::FromEnv
+                };
+                block_on(icechunk::storage::new_s3_object_store_storage(
+                    options,
+                    bucket,
+                    (!prefix.is_empty()).then_some(prefix),
+                    Some(credentials),
+                    Vec::new(),
+                    Vec::new(),
+                ))?
+            }
+            "http" | "https" => icechunk::storage::new_http_storage(url.as_str(), None, None),
+            other => {
+                return Err(Error::Invalid(format!(
+                    "{label}: Icechunk repositories are read from local folders, s3:// and \
+                     http(s):// (not {other}:// yet)"
+                )))
+            }
+        }
+        .map_err(|e| failed(&label, "storage", e))?;
+        Self::open(label, storage, cfg, false)
+    }
+
+    fn open(
+        label: String,
+        storage: Arc<dyn icechunk::Storage + Send + Sync>,
+        cfg: &StoreConfig,
+        local: bool,
+    ) -> Result<IcechunkStore> {
+        let repo = block_on(async move { Repository::open(storage).execute().await })?
+            .map_err(|e| failed(&label, "open", e))?;
+        let choice = &cfg.icechunk;
+        let version = match (&choice.reference, &choice.snapshot) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Invalid("--ref and --snapshot: give one".into()))
+            }
+            (None, Some(id)) => snapshot_version(&label, id)?,
+            (Some(name), None) => reference_version(&label, &repo, name)?,
+            (None, None) => VersionInfo::BranchTipRef("main".into()),
+        };
+        let default = Arc::new(checkout(&label, &repo, version)?);
+        Ok(IcechunkStore {
+            label,
+            repo,
+            default,
+            all: choice.all,
+            opened: Mutex::new(BTreeMap::new()),
+            local,
+        })
+    }
+
+    /// The version that `key` lies in and the key inside it; `None` when it names a
+    /// version folder itself or one that does not exist.
+    fn route<'k>(&self, key: &'k str) -> Result<Option<(Arc<Checkout>, &'k str)>> {
+        if !self.all || !key.starts_with('@') {
+            return Ok(Some((self.default.clone(), key)));
+        }
+        let mut parts = key.splitn(3, '/');
+        let (Some(kind), Some(name)) = (parts.next(), parts.next()) else {
+            return Ok(None);
+        };
+        let rest = parts.next().unwrap_or("");
+        let folder = format!("{kind}/{name}");
+        if let Some(hit) = self.opened.lock().get(&folder) {
+            return Ok(Some((hit.clone(), rest)));
+        }
+        let version = match kind {
+            BRANCHES if self.names(BRANCHES)?.contains(name) => {
+                VersionInfo::BranchTipRef(name.to_string())
+            }
+            TAGS if self.names(TAGS)?.contains(name) => VersionInfo::TagRef(name.to_string()),
+            SNAPSHOTS if self.names(SNAPSHOTS)?.contains(name) => {
+                snapshot_version(&self.label, name)?
+            }
+            _ => return Ok(None),
+        };
+        // Opened outside the lock; a version opened meanwhile wins.
+        let opened = Arc::new(checkout(&self.label, &self.repo, version)?);
+        let mut map = self.opened.lock();
+        let hit = map.entry(folder).or_insert(opened).clone();
+        Ok(Some((hit, rest)))
+    }
+
+    /// The names in version folder `kind`: branches, tags, or every snapshot that a
+    /// branch or a tag leads back to.
+    fn names(&self, kind: &str) -> Result<BTreeSet<String>> {
+        let repo = &self.repo;
+        let label = &self.label;
+        match kind {
+            BRANCHES => block_on(repo.list_branches())?.map_err(|e| failed(label, "branches", e)),
+            TAGS => block_on(repo.list_tags())?.map_err(|e| failed(label, "tags", e)),
+            _ => {
+                let mut tips: Vec<VersionInfo> = self
+                    .names(BRANCHES)?
+                    .into_iter()
+                    .map(VersionInfo::BranchTipRef)
+                    .collect();
+                tips.extend(self.names(TAGS)?.into_iter().map(VersionInfo::TagRef));
+                let mut all = BTreeSet::new();
+                for tip in tips {
+                    let ids: Vec<String> = block_on(async {
+                        let stream = repo.ancestry(&tip).await?;
+                        stream
+                            .map_ok(|info| info.id.to_string())
+                            .try_collect()
+                            .await
+                    })?
+                    .map_err(|e| failed(label, "ancestry", e))?;
+                    all.extend(ids);
+                }
+                Ok(all)
+            }
+        }
+    }
+
+    fn error(&self, key: &str, e: StoreError) -> Error {
+        failed(&format!("{}/{key}", self.label), "read", e)
+    }
+}
+
+/// The version of snapshot `id` (its base32 name).
+fn snapshot_version(label: &str, id: &str) -> Result<VersionInfo> {
+    SnapshotId::try_from(id)
+        .map(VersionInfo::SnapshotId)
+        .map_err(|e| failed(label, &format!("snapshot {id:?}"), e))
+}
+
+/// The version `--ref NAME` names: a branch, else a tag.
+fn reference_version(label: &str, repo: &Repository, name: &str) -> Result<VersionInfo> {
+    let branches = block_on(repo.list_branches())?.map_err(|e| failed(label, "branches", e))?;
+    if branches.contains(name) {
+        return Ok(VersionInfo::BranchTipRef(name.to_string()));
+    }
+    let tags = block_on(repo.list_tags())?.map_err(|e| failed(label, "tags", e))?;
+    if tags.contains(name) {
+        return Ok(VersionInfo::TagRef(name.to_string()));
+    }
+    Err(Error::Invalid(format!(
+        "{label}: --ref {name}: no such branch or tag (branches: {}; tags: {})",
+        branches.into_iter().collect::<Vec<_>>().join(", "),
+        tags.into_iter().collect::<Vec<_>>().join(", ")
+    )))
+}
+
+/// Open `version` of `repo` read-only.
+fn checkout(label: &str, repo: &Repository, version: VersionInfo) -> Result<Checkout> {
+    let session = block_on(repo.readonly_session(&version))?
+        .map_err(|e| failed(label, &format!("{version:?}"), e))?;
+    let snapshot = session.snapshot_id().to_string();
+    let store = block_on(icechunk::Store::from_session(Arc::new(
+        tokio::sync::RwLock::new(session),
+    )))?;
+    Ok(Checkout { store, snapshot })
+}
+
+fn not_found(e: &StoreError) -> bool {
+    matches!(e.kind(), StoreErrorKind::NotFound(_))
+}
+
+impl Store for IcechunkStore {
+    fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
+        let Some((version, inner)) = self.route(key)? else {
+            return Ok(None);
+        };
+        let range = match range {
+            None => IcRange::ALL,
+            Some(ByteRange::Span { offset, len }) => {
+                IcRange::Bounded(offset..offset.saturating_add(len))
+            }
+            Some(ByteRange::Suffix(n)) => IcRange::Last(n),
+        };
+        match block_on(version.store.get(inner, &range))? {
+            Ok(bytes) => Ok(Some(Value {
+                bytes: bytes.to_vec(),
+                version: Version::Tag(version.snapshot.clone()),
+            })),
+            // A version folder is a group even where the version holds nothing (the
+            // repository's first snapshot has not even a root group).
+            Err(e) if not_found(&e) && key != inner && inner == "zarr.json" => Ok(Some(Value {
+                bytes: EMPTY_GROUP.to_vec(),
+                version: Version::Tag(version.snapshot.clone()),
+            })),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(self.error(key, e)),
+        }
+    }
+
+    fn list_dir(&self, prefix: &str) -> Result<Listing> {
+        let prefix = prefix.trim_end_matches('/');
+        let mut listing = Listing::default();
+        if self.all && [BRANCHES, TAGS, SNAPSHOTS].contains(&prefix) {
+            listing.prefixes = self.names(prefix)?.into_iter().collect();
+            return Ok(listing);
+        }
+        let Some((version, inner)) = self.route(prefix)? else {
+            return Ok(listing);
+        };
+        let items: Vec<icechunk::store::ListDirItem> = match block_on(async {
+            let stream = version.store.list_dir_items(inner).await?;
+            stream.try_collect().await
+        })? {
+            Ok(items) => items,
+            Err(e) if not_found(&e) => Vec::new(),
+            Err(e) => return Err(self.error(prefix, e)),
+        };
+        for item in items {
+            match item {
+                icechunk::store::ListDirItem::Key(k) => listing.keys.push(k),
+                icechunk::store::ListDirItem::Prefix(p) => listing.prefixes.push(p),
+            }
+        }
+        if self.all && prefix.is_empty() {
+            listing
+                .prefixes
+                .extend([BRANCHES, TAGS, SNAPSHOTS].map(String::from));
+        }
+        listing.keys.sort();
+        listing.prefixes.sort();
+        listing.prefixes.dedup();
+        Ok(listing)
+    }
+
+    fn head(&self, key: &str) -> Result<Option<Head>> {
+        let Some((version, inner)) = self.route(key)? else {
+            return Ok(None);
+        };
+        match block_on(version.store.getsize(inner))? {
+            Ok(size) => Ok(Some(Head {
+                size,
+                version: Version::Tag(version.snapshot.clone()),
+            })),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(self.error(key, e)),
+        }
+    }
+
+    fn will_need(&self, _key: &str) {}
+
+    fn caps(&self) -> Caps {
+        if self.local {
+            Caps::local()
+        } else {
+            Caps {
+                concurrency: 32,
+                request_bytes: 0,
+                location: Some(self.label.clone()),
+            }
+        }
+    }
+}
