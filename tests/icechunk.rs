@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use common::mount::Mount;
 use common::servers::s3s_fs;
-use common::{assert_no_failures, sha256, try_cat, TempDir};
+use common::{assert_no_failures, sha256, try_cat, xattr, TempDir};
 use serde_json::Value;
 
 /// The fixture folder and the Icechunk manifest.
@@ -146,6 +146,11 @@ fn check_versions_mount(store: &Path, args: &[&str], m: &Value) -> Vec<String> {
         }
         for version in versions(repo) {
             let at = folder(version);
+            // Each folder says which snapshot it shows.
+            let shown = xattr(&mount.path(&at), "user.zarrfs.snapshot");
+            if shown.as_deref() != version["snapshot"].as_str() {
+                failures.push(format!("{at}: user.zarrfs.snapshot {shown:?}"));
+            }
             for a in version["arrays"].as_array().expect("arrays") {
                 let array = a["path"].as_str().expect("path");
                 match std::fs::read(mount.path(&format!("{at}/{array}"))) {
@@ -202,4 +207,118 @@ fn a_repository_on_s3_reads_at_every_version() {
         }
     }
     assert_no_failures(&failures);
+}
+
+/// A copy of the fixture repository in `tmp`.
+fn copy_repo(dir: &Path, tmp: &Path) -> PathBuf {
+    let to = tmp.join("repo");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(dir.join("icechunk/repo"))
+        .arg(&to)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    to
+}
+
+/// The files of folder `sub` of repository `repo`, largest first.
+fn objects(repo: &Path, sub: &str) -> Vec<PathBuf> {
+    let mut files: Vec<(u64, PathBuf)> = std::fs::read_dir(repo.join(sub))
+        .expect("objects")
+        .filter_map(|e| e.ok())
+        .map(|e| (e.metadata().map(|m| m.len()).unwrap_or(0), e.path()))
+        .collect();
+    files.sort();
+    files.into_iter().rev().map(|(_, p)| p).collect()
+}
+
+/// The version of the manifest whose kind and name are given.
+fn version<'a>(m: &'a Value, kind: &str, name: &str) -> &'a Value {
+    versions(&m["repos"][0])
+        .iter()
+        .find(|v| {
+            v["kind"] == kind
+                && (v["name"] == name || v["message"].as_str().is_some_and(|t| t.starts_with(name)))
+        })
+        .expect("version in manifest")
+}
+
+/// How many arrays of `version` read right under `at` of `mount`, and the errors of the others.
+fn read_all(mount: &Mount, at: &str, version: &Value) -> (usize, Vec<String>) {
+    let mut good = 0;
+    let mut errors = Vec::new();
+    for a in version["arrays"].as_array().expect("arrays") {
+        let array = a["path"].as_str().expect("path");
+        let path = if at.is_empty() {
+            array.to_string()
+        } else {
+            format!("{at}/{array}")
+        };
+        match std::fs::read(mount.path(&path)) {
+            Ok(bytes) if sha256(&bytes) == a["sha256"]["C_little"] => good += 1,
+            Ok(_) => errors.push(format!("{path}: wrong bytes")),
+            Err(e) => errors.push(format!("{path}: {e}")),
+        }
+    }
+    (good, errors)
+}
+
+#[test]
+fn broken_objects_of_a_repository_fail_alone_and_the_mount_stays_alive() {
+    let (dir, m) = fixtures();
+    let tmp = TempDir::new("icechunk-hostile");
+    let repo = copy_repo(&dir, tmp.path());
+    let main = version(&m, "branch", "main");
+    let dev = version(&m, "branch", "dev");
+    let first = version(&m, "snapshot", "first");
+    let total = main["arrays"].as_array().expect("arrays").len();
+    // A chunk object missing, a manifest cut short, the first commit's snapshot garbled,
+    // and the snapshot dev's tip names gone.
+    std::fs::remove_file(&objects(&repo, "chunks")[0]).expect("remove chunk");
+    let manifest = objects(&repo, "manifests")[0].clone();
+    let len = std::fs::metadata(&manifest).expect("manifest").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&manifest)
+        .and_then(|f| f.set_len(len / 2))
+        .expect("truncate manifest");
+    let snapshot = |id: &Value| repo.join("snapshots").join(id.as_str().expect("id"));
+    std::fs::write(snapshot(&first["snapshot"]), b"not a snapshot").expect("garble");
+    std::fs::remove_file(snapshot(&dev["snapshot"])).expect("remove dev's snapshot");
+
+    let mount = Mount::new(&repo, &["--versions"]);
+    let (good, errors) = read_all(&mount, "", main);
+    assert!(
+        good > 0 && !errors.is_empty() && errors.iter().all(|e| e.contains("Input/output error")),
+        "main: {good} of {total} read; {errors:?}"
+    );
+    for (at, what) in [
+        (
+            format!("@snapshots/{}", first["name"].as_str().expect("id")),
+            "a garbled snapshot",
+        ),
+        ("@branches/dev".to_string(), "a missing snapshot"),
+    ] {
+        let listed =
+            std::fs::read_dir(mount.path(&at)).and_then(|d| d.collect::<Result<Vec<_>, _>>());
+        assert!(listed.is_err(), "{what}: {at} listed");
+    }
+    // The tag reads where its objects are whole, and the mount still answers.
+    let (good_v1, _) = read_all(&mount, "@tags/v1", version(&m, "tag", "v1"));
+    assert!(good_v1 > 0, "nothing read at v1");
+    assert!(
+        std::fs::metadata(mount.path("counts")).is_ok()
+            || std::fs::metadata(mount.path("grp")).is_ok()
+    );
+    let log = mount.log();
+    assert!(
+        log.contains("icechunk"),
+        "no log line names the repository: {log}"
+    );
+
+    // A repository whose repo object is garbled is refused as a whole, clearly.
+    std::fs::write(repo.join("repo"), b"garbage").expect("garble repo");
+    let err = try_cat(&repo, "counts", &[]).expect_err("a garbled repo object");
+    assert!(err.contains("icechunk"), "{err}");
 }

@@ -16,7 +16,7 @@ use common::mount::{
     io_args, mounted, pread_full, run_python, test_python, umount, wait_for, wait_until, Lcg,
     Mount, Unmount,
 };
-use common::{assert_no_failures, cat, copy_dir, sha256, zarrfs, Manifest, TempDir};
+use common::{assert_no_failures, cat, copy_dir, sha256, xattr, zarrfs, Manifest, TempDir};
 use serde_json::Value;
 
 #[test]
@@ -125,26 +125,6 @@ fn numpy_memmap_reads_the_right_values() {
         at(bytes.len() / 4 - 1)
     );
     assert_eq!(lines.next().map(str::to_string), Some(want));
-}
-
-fn xattr(path: &Path, name: &str) -> Option<String> {
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    let c_name = std::ffi::CString::new(name).ok()?;
-    let mut buf = vec![0u8; 1 << 16];
-    // SAFETY: valid C strings and a buffer of the given length.
-    let n = unsafe {
-        libc::getxattr(
-            c_path.as_ptr(),
-            c_name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        return None;
-    }
-    buf.truncate(n as usize);
-    String::from_utf8(buf).ok()
 }
 
 #[test]

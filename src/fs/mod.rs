@@ -552,9 +552,14 @@ impl ZarrFs {
     pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {
         let entry = self.entry(ino)?;
         match &entry.node {
-            Node::Dir(path) => xattr::attributes(&self.hierarchy, path, self.layout),
+            Node::Dir(path) => {
+                let mut attrs = xattr::attributes(&self.hierarchy, path, self.layout)?;
+                attrs.extend(self.snapshot_attribute(path));
+                Ok(attrs)
+            }
             Node::Array(path) | Node::View(path, _) => {
                 let mut attrs = xattr::attributes(&self.hierarchy, path, self.layout)?;
+                attrs.extend(self.snapshot_attribute(path));
                 // Bytes read from the store for this array since the mount.
                 if let Some(view) = self.content(&entry).ok().as_deref().and_then(Content::view) {
                     let fetched = view.array().bytes_fetched().to_string();
@@ -564,6 +569,17 @@ impl ZarrFs {
                 Ok(attrs)
             }
             _ => Ok(vec![]),
+        }
+    }
+
+    /// `user.zarrfs.snapshot`: the snapshot of a versioned repository that the node at
+    /// `path` was read from.
+    fn snapshot_attribute(&self, path: &str) -> Option<(String, String)> {
+        match self.hierarchy.version(path).ok()?.0 {
+            crate::store::Version::Tag(tag) => tag
+                .strip_prefix(crate::store::SNAPSHOT_TAG)
+                .map(|id| ("user.zarrfs.snapshot".to_string(), id.to_string())),
+            _ => None,
         }
     }
 

@@ -18,7 +18,7 @@ use icechunk::Repository;
 use parking_lot::Mutex;
 
 use super::runtime::block_on;
-use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version};
+use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version, SNAPSHOT_TAG};
 use crate::error::{Error, Result};
 
 /// The metadata of a version that holds no root group.
@@ -274,13 +274,13 @@ impl Store for IcechunkStore {
         match block_on(version.store.get(inner, &range))? {
             Ok(bytes) => Ok(Some(Value {
                 bytes: bytes.to_vec(),
-                version: Version::Tag(version.snapshot.clone()),
+                version: Version::Tag(format!("{SNAPSHOT_TAG}{}", version.snapshot)),
             })),
             // A version folder is a group even where the version holds nothing (the
             // repository's first snapshot has not even a root group).
             Err(e) if not_found(&e) && key != inner && inner == "zarr.json" => Ok(Some(Value {
                 bytes: EMPTY_GROUP.to_vec(),
-                version: Version::Tag(version.snapshot.clone()),
+                version: Version::Tag(format!("{SNAPSHOT_TAG}{}", version.snapshot)),
             })),
             Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(self.error(key, e)),
@@ -329,7 +329,7 @@ impl Store for IcechunkStore {
         match block_on(version.store.getsize(inner))? {
             Ok(size) => Ok(Some(Head {
                 size,
-                version: Version::Tag(version.snapshot.clone()),
+                version: Version::Tag(format!("{SNAPSHOT_TAG}{}", version.snapshot)),
             })),
             Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(self.error(key, e)),

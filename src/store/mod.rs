@@ -128,6 +128,10 @@ pub struct Value {
     pub version: Version,
 }
 
+/// How a version tag names the snapshot of a versioned repository (Icechunk) that a
+/// value was read from: this prefix, then the snapshot's ID.
+pub const SNAPSHOT_TAG: &str = "icechunk snapshot ";
+
 /// What identifies the content of an object: a tag that changes whenever it does (a remote
 /// object's ETag, a local file's modification time and size, an archive's own version), or
 /// nothing when the store cannot tell.

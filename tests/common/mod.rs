@@ -289,3 +289,24 @@ pub fn try_cat(store: &std::path::Path, path: &str, args: &[&str]) -> Result<Vec
 pub fn cat(store: &std::path::Path, path: &str, args: &[&str]) -> Vec<u8> {
     try_cat(store, path, args).unwrap_or_else(|e| panic!("zarrfs cat {path} failed: {e}"))
 }
+
+/// Extended attribute `name` of `path`, as text; `None` when it has none.
+pub fn xattr(path: &std::path::Path, name: &str) -> Option<String> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    let c_name = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 1 << 16];
+    // SAFETY: valid C strings and a buffer of the given length.
+    let n = unsafe {
+        libc::getxattr(
+            c_path.as_ptr(),
+            c_name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return None;
+    }
+    buf.truncate(n as usize);
+    String::from_utf8(buf).ok()
+}
