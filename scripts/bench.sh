@@ -29,6 +29,9 @@
 #        k  kerchunk references to four NetCDF-4 files on s3s-fs: the mount and `zarrfs
 #           cat` against zarr-python + fsspec and xarray + h5netcdf
 #           (scripts/bench_refs.sh; BENCH_REFS=0 skips it)
+#        l  an Icechunk repository on s3s-fs: the mount and `zarrfs cat` against the
+#           icechunk package + zarr-python (scripts/bench_icechunk.sh; BENCH_ICECHUNK=0
+#           skips it)
 #        i  decode limit, direct-IO reads, materialized warm re-reads, eight concurrent
 #           readers in each mode against eight `zarrfs cat` (scripts/bench_io.sh;
 #           BENCH_IO=0 skips it)
@@ -332,6 +335,12 @@ fi
 if [ "${BENCH_REFS:-1}" != 0 ]; then
     # shellcheck source=scripts/bench_refs.sh
     source scripts/bench_refs.sh
+fi
+
+# ---------------------------------------------------------------- icechunk (l)
+if [ "${BENCH_ICECHUNK:-1}" != 0 ]; then
+    # shellcheck source=scripts/bench_icechunk.sh
+    source scripts/bench_icechunk.sh
 fi
 
 # ---------------------------------------------------------------- io modes (i)

@@ -295,6 +295,23 @@ def refs_section(raw: Raw, add) -> list[str]:
     return lines
 
 
+def icechunk_section(raw: Raw, add) -> list[str]:
+    """The Icechunk table (l.* keys of scripts/bench_icechunk.sh); adds its criteria."""
+    nbytes = 1 << 30
+    lines = ["## Icechunk over S3 (l)", "",
+             "A 1 GiB float32 array (zstd, 4 MiB chunks) in an Icechunk repository written by "
+             "the icechunk package, on s3s-fs; cold reads.", ""]
+    rows = [[label, fmt_seconds(raw, f"l.{key}", nbytes)] for key, label in (
+        ("mount", "zarrfs mount (`dd bs=1M`)"), ("cat", "`zarrfs cat`"),
+        ("icechunk", "icechunk + zarr-python 3"))]
+    lines += table(["reader", "time"], rows)
+    same = raw.text("l.icechunk.sha256") == raw.text("l.mount.sha256")
+    lines += ["", f"Same bytes as the mount: {'icechunk' if same else 'none'}.", ""]
+    add("(l) mount / icechunk + zarr-python (throughput)", ratio(raw.num("l.icechunk"), raw.num("l.mount")), 1.5, True)
+    add("(l) zarrfs cat / icechunk + zarr-python (throughput)", ratio(raw.num("l.icechunk"), raw.num("l.cat")), 1.5, True)
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -501,6 +518,8 @@ def main() -> int:
         max(hwms) / 1024 if hwms else None, limit, False, "{:.0f}")
     if raw.nums("k.mount"):
         lines += refs_section(raw, add)
+    if raw.nums("l.mount"):
+        lines += icechunk_section(raw, add)
     if raw.nums("bb.auto.1.zstd"):
         lines += b2b_section(raw, nbytes, add, tput)
     if raw.nums("i.limit.zstd"):
