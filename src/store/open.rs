@@ -37,7 +37,7 @@ fn is_reference_name(name: &str) -> bool {
 /// configured, and a namespace on it (a zip archive) reads through that cache.
 pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
     if let Some(scheme) = url_scheme(spec) {
-        return remote::open(spec, &scheme, cfg);
+        return remote::open(spec, &scheme, cfg, true);
     }
     let path = Path::new(spec.strip_prefix("file://").unwrap_or(spec));
     if !cfg.zip && path.is_file() && !is_zip_name(spec) {
@@ -101,6 +101,7 @@ pub(super) fn open_remote_prefix(prefix: &str, cfg: &StoreConfig) -> Result<Arc<
             zip: false,
             ..cfg.clone()
         },
+        false,
     )
 }
 
@@ -120,8 +121,14 @@ mod remote {
     use super::{is_reference_name, is_zip_name};
     use crate::error::{Error, Result};
 
-    /// Open the store at URL `spec`.
-    pub fn open(spec: &str, scheme: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+    /// Open the store at URL `spec`; with `repositories`, an Icechunk repository there is
+    /// opened as one (a reference set's target folders are plain folders).
+    pub fn open(
+        spec: &str,
+        scheme: &str,
+        cfg: &StoreConfig,
+        repositories: bool,
+    ) -> Result<Arc<dyn Store>> {
         if !SCHEMES.contains(&scheme) {
             return Err(Error::Invalid(format!(
                 "{scheme}://: not a known store scheme (known: a local path, file, {})",
@@ -134,7 +141,8 @@ mod remote {
         if !(cfg.zip || is_zip_name(url.path()) || references) {
             let store = RemoteStore::connect(&url, cfg)?;
             // An Icechunk repository is known by its `repo` object.
-            if matches!(scheme, "s3" | "s3a" | "http" | "https")
+            if repositories
+                && matches!(scheme, "s3" | "s3a" | "http" | "https")
                 && store.head("repo").ok().flatten().is_some()
             {
                 return Ok(Arc::new(IcechunkStore::open_url(&url, cfg)?));
@@ -186,7 +194,12 @@ mod remote {
     use super::super::Store;
     use crate::error::{Error, Result};
 
-    pub fn open(_spec: &str, scheme: &str, _cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+    pub fn open(
+        _spec: &str,
+        scheme: &str,
+        _cfg: &StoreConfig,
+        _repositories: bool,
+    ) -> Result<Arc<dyn Store>> {
         Err(Error::Invalid(format!(
             "{scheme}://: this zarrfs was built without remote stores (feature `remote`)"
         )))
