@@ -21,6 +21,13 @@ OUTDIR/icechunk is deleted and rewritten:
                             chunks of `counts` overwritten; tag `v1` names it
                           commit 3 on main: `doomed` deleted, `grp/sub/wide` partly
                             overwritten, `grp/flags` resized to (700,)
+    icechunk/virtual-data/part_{0,1}.nc  netCDF4-python: `t` f4 (time, y, x) = (3, 40, 50)
+                          per file, chunked (1, 20, 25), zlib + shuffle; `h` i2 (y, x),
+                          contiguous; coordinates time, y, x
+    icechunk/virtual/     a repository written by VirtualiZarr (HDFParser) from the two
+                          files concatenated along time: `t` and `h` as virtual chunks
+                          into the files (a virtual chunk container for
+                          file://<virtual-data>/), the coordinates loaded (native)
     icechunk/manifest-icechunk.json
 
 Manifest: {"writer", "repos": [repo...]}, a repo being {"name", "path" (relative to OUTDIR),
@@ -30,7 +37,8 @@ branch or tag name, or the snapshot id), "snapshot" (its snapshot id), "groups" 
 and every snapshot in the ancestry of every branch is a version.
 
 Expected bytes come from zarr-python's read-back through a read-only icechunk session at
-that version, never from the files the repository holds.
+that version, never from the files the repository holds; for the virtual repository, from
+netCDF4-python's read of the source files (auto mask and scale off), concatenated.
 """
 
 from __future__ import annotations
@@ -137,6 +145,65 @@ def versions_of(repo: icechunk.Repository, name: str) -> list:
     return versions
 
 
+def write_parts(data: str) -> list:
+    import netCDF4
+
+    os.makedirs(data)
+    paths = []
+    for k in range(2):
+        path = os.path.join(data, f"part_{k}.nc")
+        with netCDF4.Dataset(path, "w") as ds:
+            ds.createDimension("time", 3)
+            ds.createDimension("y", 40)
+            ds.createDimension("x", 50)
+            ds.createVariable("time", "f8", ("time",))[:] = np.arange(3 * k, 3 * k + 3)
+            ds.createVariable("y", "f4", ("y",))[:] = np.linspace(-10, 10, 40)
+            ds.createVariable("x", "f4", ("x",))[:] = np.linspace(0, 49, 50)
+            t = ds.createVariable("t", "f4", ("time", "y", "x"), zlib=True, shuffle=True, chunksizes=(1, 20, 25))
+            t[:] = (np.arange(3 * 40 * 50, dtype="f4").reshape(3, 40, 50) + 10000 * k) / 3
+            h = ds.createVariable("h", "i2", ("y", "x"), contiguous=True)
+            h[:] = (np.arange(40 * 50) % 3000 - 1500).reshape(40, 50)
+        paths.append(path)
+    return paths
+
+
+def write_virtual(top: str) -> dict:
+    import netCDF4
+    import xarray as xr
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+    from virtualizarr import open_virtual_dataset
+    from virtualizarr.parsers import HDFParser
+
+    data = os.path.join(top, "virtual-data")
+    paths = write_parts(data)
+    prefix = "file://" + os.path.abspath(data) + "/"
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    parts = [open_virtual_dataset(url="file://" + os.path.abspath(p), parser=HDFParser(), registry=registry,
+                                  loadable_variables=["time", "y", "x"]) for p in paths]
+    combined = xr.concat(parts, dim="time", data_vars="minimal", coords="minimal", compat="override",
+                         combine_attrs="override")
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(data)))
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(os.path.join(top, "virtual")), config,
+                                      authorize_virtual_chunk_access={prefix: None})
+    session = repo.writable_session("main")
+    combined.vz.to_icechunk(session.store)
+    snap = session.commit("virtual chunks")
+    # Expected: the source files, read by netCDF4-python.
+    arrays = []
+    with netCDF4.Dataset(paths[0]) as a, netCDF4.Dataset(paths[1]) as b:
+        for ds in (a, b):
+            ds.set_auto_maskandscale(False)
+        t = np.concatenate([a["t"][:], b["t"][:]])
+        for name, values, chunks in (("t", t, (1, 20, 25)), ("h", a["h"][:], (40, 50)),
+                                     ("time", np.concatenate([a["time"][:], b["time"][:]]), (6,))):
+            arrays.append(array_entry("virtual", name, np.asarray(values), chunks=chunks,
+                                      zarr_dtype=str(np.asarray(values).dtype), fill_value=None, note=""))
+    return {"name": "virtual", "path": "icechunk/virtual", "virtual_prefix": prefix,
+            "versions": [{"kind": "branch", "name": "main", "snapshot": snap, "arrays": arrays, "groups": [""]}]}
+
+
 def main() -> None:
     outdir = sys.argv[1]
     top = os.path.join(outdir, "icechunk")
@@ -152,6 +219,7 @@ def main() -> None:
     manifest = {
         "writer": f"icechunk {icechunk.__version__}, zarr {zarr.__version__}",
         "repos": [{"name": "repo", "path": "icechunk/repo", "versions": versions_of(repo, "repo")}],
+        "virtual": write_virtual(top),
     }
     with open(os.path.join(top, "manifest-icechunk.json"), "w") as f:
         json.dump(manifest, f, indent=1)

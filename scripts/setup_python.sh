@@ -13,7 +13,9 @@
 #                      source files and their read-back, pandas and fastparquet
 #                      for Parquet references, VirtualiZarr; wheels only
 #   target/venv-icechunk  Icechunk repositories (scripts/make_fixtures_icechunk.py):
-#                      the icechunk package 2.3 with zarr-python 3.1, on Python 3.12
+#                      the icechunk package 2.3 with zarr-python 3.1, on Python 3.12;
+#                      VirtualiZarr, netCDF4, h5py and xarray for a repository of
+#                      virtual chunks into NetCDF-4 files
 #
 # Idempotent: each venv keeps a stamp file holding its requirement list, and
 # pip runs only when the stamp is missing or differs from the list below.
@@ -55,7 +57,12 @@ s3fs'
 icechunk_requirements='--only-binary=:all:
 icechunk>=2.3,<2.4
 zarr>=3.1,<3.2
-numpy>=2.1'
+numpy>=2.1
+virtualizarr
+obstore
+h5py
+netCDF4
+xarray'
 # numpy stays Debian's (osgeo is built against it): pip sees it through the system site
 # packages and installs no other.
 views_requirements='tifffile

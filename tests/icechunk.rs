@@ -322,3 +322,48 @@ fn broken_objects_of_a_repository_fail_alone_and_the_mount_stays_alive() {
     let err = try_cat(&repo, "counts", &[]).expect_err("a garbled repo object");
     assert!(err.contains("icechunk"), "{err}");
 }
+
+#[test]
+fn virtual_chunks_read_from_the_allowed_containers_only() {
+    let (dir, m) = fixtures();
+    let repo = &m["virtual"];
+    let path = dir.join(repo["path"].as_str().expect("path"));
+    let main = &versions(repo)[0];
+    let mut failures = Vec::new();
+    for (order, label) in ORDERS {
+        let mount = Mount::new(&path, &["--order", order]);
+        for a in main["arrays"].as_array().expect("arrays") {
+            let array = a["path"].as_str().expect("path");
+            let by_cat = try_cat(&path, array, &["--order", order]);
+            let by_mount = std::fs::read(mount.path(array)).map_err(|e| e.to_string());
+            for (how, got) in [("cat", by_cat), ("mount", by_mount)] {
+                match got {
+                    Ok(bytes) if sha256(&bytes) == a["sha256"][label] => {}
+                    Ok(_) => failures.push(format!("{how} {array} {order}: bytes differ")),
+                    Err(e) => failures.push(format!("{how} {array} {order}: {e}")),
+                }
+            }
+        }
+    }
+    assert_no_failures(&failures);
+    // A --virtual-prefix that the container does not lie under closes it: the virtual
+    // chunks fail, the loaded coordinates still read.
+    let elsewhere = TempDir::new("icechunk-elsewhere");
+    let narrowed = ["--virtual-prefix", elsewhere.path().to_str().expect("path")];
+    let err = try_cat(&path, "t", &narrowed).expect_err("a closed container");
+    assert!(err.contains("virtual chunk"), "{err}");
+    let time = main["arrays"]
+        .as_array()
+        .expect("arrays")
+        .iter()
+        .find(|a| a["path"] == "time")
+        .expect("time");
+    let bytes = try_cat(&path, "time", &narrowed).expect("time is loaded, not virtual");
+    assert_eq!(sha256(&bytes), time["sha256"]["C_little"]);
+    // The container's own folder, given, keeps it open.
+    let prefix = repo["virtual_prefix"].as_str().expect("prefix");
+    let folder = prefix.trim_start_matches("file://");
+    let t = &main["arrays"][0];
+    let bytes = try_cat(&path, "t", &["--virtual-prefix", folder]).expect("allowed container");
+    assert_eq!(sha256(&bytes), t["sha256"]["C_little"]);
+}

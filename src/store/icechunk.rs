@@ -4,7 +4,9 @@
 //! its own codec chain. Every value carries the snapshot it was read from as its
 //! version, so that caches keep two versions of a dataset apart. With `--versions`, the
 //! root also holds `@branches/NAME/`, `@tags/NAME/` and `@snapshots/ID/`, each the tree of
-//! that version, opened at first use.
+//! that version, opened at first use. Virtual chunks (byte ranges of NetCDF/HDF5 files)
+//! are read by the crate from the repository's virtual chunk containers that are
+//! allowed (all, or those under `--virtual-prefix`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -131,6 +133,7 @@ impl IcechunkStore {
     ) -> Result<IcechunkStore> {
         let repo = block_on(async move { Repository::open(storage).execute().await })?
             .map_err(|e| failed(&label, "open", e))?;
+        let repo = authorize_containers(&label, repo, cfg)?;
         let choice = &cfg.icechunk;
         let version = match (&choice.reference, &choice.snapshot) {
             (Some(_), Some(_)) => {
@@ -218,6 +221,47 @@ impl IcechunkStore {
     fn error(&self, key: &str, e: StoreError) -> Error {
         failed(&format!("{}/{key}", self.label), "read", e)
     }
+}
+
+/// `repo`, allowed to read the virtual chunks of its virtual chunk containers: all of
+/// them, or with `--virtual-prefix`, those that lie under one of the prefixes given (a
+/// local folder stands for its `file://` URL). Containers of other schemes than
+/// `file://`, `s3://` and `http(s)://` stay closed; a virtual chunk in a closed container
+/// fails its read alone.
+fn authorize_containers(label: &str, repo: Repository, cfg: &StoreConfig) -> Result<Repository> {
+    use icechunk::config::Credentials;
+    let given: Vec<String> = cfg
+        .virtual_prefixes
+        .iter()
+        .map(|p| match p.split_once("://") {
+            Some(_) => p.clone(),
+            None => format!("file://{}/", p.trim_end_matches('/')),
+        })
+        .collect();
+    let mut allowed = std::collections::HashMap::new();
+    for container in repo.config().virtual_chunk_containers() {
+        let prefix = container.url_prefix();
+        if !given.is_empty() && !given.iter().any(|g| prefix.starts_with(g.as_str())) {
+            continue;
+        }
+        let scheme = prefix.split_once("://").map_or("", |(s, _)| s);
+        let credentials = match scheme {
+            "file" => Credentials::LocalFileSystemAccess,
+            "http" | "https" => Credentials::HttpAccess,
+            "s3" => Credentials::S3(if cfg.anonymous {
+                icechunk::storage::S3Credentials::Anonymous
+            } else {
+                icechunk::storage::S3Credentials::FromEnv
+            }),
+            _ => continue,
+        };
+        allowed.insert(prefix.to_string(), Some(credentials));
+    }
+    if allowed.is_empty() {
+        return Ok(repo);
+    }
+    block_on(repo.reopen(None, Some(allowed)))?
+        .map_err(|e| failed(label, "virtual chunk containers", e))
 }
 
 /// The version of snapshot `id` (its base32 name).
