@@ -135,6 +135,39 @@ daemon_pid() {
 is_mounted() { awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; }
 
 # fresh_mount STORE MNT [ARGS...]: (re)mount STORE at MNT; prints nothing.
+# serve_bucket NAME DIR: s3s-fs on a free loopback port serving DIR as bucket NAME
+# (from target/bench-NAME-buckets, log beside it); sets served_pid and served_endpoint.
+serve_bucket() {
+    local name="$1" dir="$2"
+    local s3s_fs="$target_dir/tools/bin/s3s-fs" buckets="$target_dir/bench-$1-buckets" port
+    [ -x "$s3s_fs" ] || cargo install --quiet --root "$target_dir/tools" s3s-fs --version 0.14.1 --features binary --locked
+    rm -rf "$buckets"
+    mkdir -p "$buckets"
+    ln -s "$dir" "$buckets/$name"
+    port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    "$s3s_fs" --host 127.0.0.1 --port "$port" "$buckets" >"$buckets.log" 2>&1 &
+    served_pid=$!
+    for _ in $(seq 100); do "$py" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null && break; sleep 0.1; done
+    served_endpoint="http://127.0.0.1:$port"
+}
+
+# sha_of FILE: its SHA-256.
+sha_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# py_reader KEY PYTHON SCRIPT ARGS...: run a reader script that prints its seconds and
+# the SHA-256 of what it read; record KEY and KEY.sha256 (KEY error when it fails).
+py_reader() {
+    local key="$1" python="$2" script="$3" out
+    shift 3
+    if out="$("$python" "$script" "$@")"; then
+        record "$key" "${out%% *}"
+        record "$key.sha256" "${out##* }"
+    else
+        say "warning: $key failed"
+        record "$key" error
+    fi
+}
+
 fresh_mount() {
     local store="$1" mnt="$2"
     shift 2

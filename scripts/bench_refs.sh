@@ -19,34 +19,11 @@ if ! [[ -f "$refs_dir/.stamp" && "$(cat "$refs_dir/.stamp")" == "$refs_stamp" ]]
     "$refs_py" scripts/bench_refs_data.py write "$refs_dir" s3://refbench
     printf '%s' "$refs_stamp" >"$refs_dir/.stamp"
 fi
-s3s_fs="$target_dir/tools/bin/s3s-fs"
-[ -x "$s3s_fs" ] || cargo install --quiet --root "$target_dir/tools" s3s-fs --version 0.14.1 --features binary --locked
-refs_buckets="$target_dir/bench-refs-buckets"
-rm -rf "$refs_buckets"
-mkdir -p "$refs_buckets"
-ln -s "$refs_dir" "$refs_buckets/refbench"
-refs_port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-"$s3s_fs" --host 127.0.0.1 --port "$refs_port" "$refs_buckets" >"$refs_buckets.log" 2>&1 &
-refs_s3_pid=$!
-for _ in $(seq 100); do "$py" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])))' "$refs_port" 2>/dev/null && break; sleep 0.1; done
-refs_endpoint="http://127.0.0.1:$refs_port"
+serve_bucket refbench "$refs_dir"
+refs_endpoint=$served_endpoint
 refs_args=(--anonymous -o "endpoint=$refs_endpoint,allow_http=true,region=us-east-1" --virtual-prefix s3://refbench/nc/)
 kmnt="$mnt_root/refs"
 cat_refs() { "$zarrfs" cat "$refs_dir/combined.json" t "${refs_args[@]}" >/dev/null; }
-# sha_of FILE: its SHA-256.
-sha_of() { sha256sum "$1" | cut -d' ' -f1; }
-# py_reader KEY ARGS...: run a bench_refs_data.py reader, record KEY seconds and its digest.
-py_reader() {
-    local key="$1" out
-    shift
-    if out="$("$refs_py" scripts/bench_refs_data.py "$@")"; then
-        record "$key" "${out%% *}"
-        record "$key.sha256" "${out##* }"
-    else
-        say "warning: $key failed"
-        record "$key" error
-    fi
-}
 for r in $(seq "$repeat"); do
     say "(k) kerchunk references over S3: mount, zarrfs cat, fsspec + zarr, xarray + h5netcdf, run $r/$repeat"
     drop_caches
@@ -59,10 +36,10 @@ for r in $(seq "$repeat"); do
     drop_caches
     timed k.cat cat_refs
     drop_caches
-    py_reader k.fsspec fsspec "$refs_dir/combined.json" "$refs_endpoint"
+    py_reader k.fsspec "$refs_py" scripts/bench_refs_data.py fsspec "$refs_dir/combined.json" "$refs_endpoint"
     drop_caches
-    py_reader k.xarray xarray "$refs_endpoint" s3://refbench/nc/f0.nc s3://refbench/nc/f1.nc \
-        s3://refbench/nc/f2.nc s3://refbench/nc/f3.nc
+    py_reader k.xarray "$refs_py" scripts/bench_refs_data.py xarray "$refs_endpoint" \
+        s3://refbench/nc/f0.nc s3://refbench/nc/f1.nc s3://refbench/nc/f2.nc s3://refbench/nc/f3.nc
 done
-kill "$refs_s3_pid" 2>/dev/null || true
-wait "$refs_s3_pid" 2>/dev/null || true
+kill "$served_pid" 2>/dev/null || true
+wait "$served_pid" 2>/dev/null || true

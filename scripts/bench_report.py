@@ -274,42 +274,44 @@ def b2b_section(raw: Raw, nbytes: int, add, tput) -> list[str]:
     return lines
 
 
+def readers_section(raw: Raw, add, key: str, title: str, blurb: str, readers: dict,
+                    against: str) -> list[str]:
+    """A table of 1 GiB cold reads (KEY.* keys): the mount and `zarrfs cat` against the
+    Python `readers` (key: label); adds the criteria of both against the fastest of them."""
+    nbytes = 1 << 30
+    lines = [f"## {title} ({key})", "", blurb, ""]
+    labels = {"mount": "zarrfs mount (`dd bs=1M`)", "cat": "`zarrfs cat`", **readers}
+    rows = [[label, fmt_seconds(raw, f"{key}.{k}", nbytes)] for k, label in labels.items()]
+    lines += table(["reader", "time"], rows)
+    want = raw.text(f"{key}.mount.sha256")
+    same = [k for k in readers if raw.text(f"{key}.{k}.sha256") == want]
+    lines += ["", f"Same bytes as the mount: {', '.join(same) or 'none'}.", ""]
+    python = [raw.num(f"{key}.{k}") for k in readers]
+    fastest = min((p for p in python if p is not None), default=None)
+    add(f"({key}) mount / {against} (throughput)", ratio(fastest, raw.num(f"{key}.mount")), 1.5, True)
+    add(f"({key}) zarrfs cat / {against} (throughput)", ratio(fastest, raw.num(f"{key}.cat")), 1.5, True)
+    return lines
+
+
 def refs_section(raw: Raw, add) -> list[str]:
     """The reference-set table (k.* keys of scripts/bench_refs.sh); adds its criteria."""
-    nbytes = 1 << 30
-    lines = ["## Kerchunk references over S3 (k)", "",
-             "A 1 GiB float32 variable in four NetCDF-4 files (zlib 1 + shuffle) on s3s-fs, "
-             "described by kerchunk's MultiZarrToZarr references; cold reads.", ""]
-    rows = [[label, fmt_seconds(raw, f"k.{key}", nbytes)] for key, label in (
-        ("mount", "zarrfs mount (`dd bs=1M`)"), ("cat", "`zarrfs cat`"),
-        ("fsspec", "zarr-python 3 + fsspec reference filesystem"),
-        ("xarray", "xarray + h5netcdf over the NetCDF files"))]
-    lines += table(["reader", "time"], rows)
-    want = raw.text("k.mount.sha256")
-    same = [k for k in ("fsspec", "xarray") if raw.text(f"k.{k}.sha256") == want]
-    lines += ["", f"Same bytes as the mount: {', '.join(same) or 'none'}.", ""]
-    python = [raw.num(f"k.{k}") for k in ("fsspec", "xarray")]
-    fastest = min((p for p in python if p is not None), default=None)
-    add("(k) mount / fastest Python reader (throughput)", ratio(fastest, raw.num("k.mount")), 1.5, True)
-    add("(k) zarrfs cat / fastest Python reader (throughput)", ratio(fastest, raw.num("k.cat")), 1.5, True)
-    return lines
+    return readers_section(
+        raw, add, "k", "Kerchunk references over S3",
+        "A 1 GiB float32 variable in four NetCDF-4 files (zlib 1 + shuffle) on s3s-fs, "
+        "described by kerchunk's MultiZarrToZarr references; cold reads.",
+        {"fsspec": "zarr-python 3 + fsspec reference filesystem",
+         "xarray": "xarray + h5netcdf over the NetCDF files"},
+        "fastest Python reader")
 
 
 def icechunk_section(raw: Raw, add) -> list[str]:
     """The Icechunk table (l.* keys of scripts/bench_icechunk.sh); adds its criteria."""
-    nbytes = 1 << 30
-    lines = ["## Icechunk over S3 (l)", "",
-             "A 1 GiB float32 array (zstd, 4 MiB chunks) in an Icechunk repository written by "
-             "the icechunk package, on s3s-fs; cold reads.", ""]
-    rows = [[label, fmt_seconds(raw, f"l.{key}", nbytes)] for key, label in (
-        ("mount", "zarrfs mount (`dd bs=1M`)"), ("cat", "`zarrfs cat`"),
-        ("icechunk", "icechunk + zarr-python 3"))]
-    lines += table(["reader", "time"], rows)
-    same = raw.text("l.icechunk.sha256") == raw.text("l.mount.sha256")
-    lines += ["", f"Same bytes as the mount: {'icechunk' if same else 'none'}.", ""]
-    add("(l) mount / icechunk + zarr-python (throughput)", ratio(raw.num("l.icechunk"), raw.num("l.mount")), 1.5, True)
-    add("(l) zarrfs cat / icechunk + zarr-python (throughput)", ratio(raw.num("l.icechunk"), raw.num("l.cat")), 1.5, True)
-    return lines
+    return readers_section(
+        raw, add, "l", "Icechunk over S3",
+        "A 1 GiB float32 array (zstd, 4 MiB chunks) in an Icechunk repository written by "
+        "the icechunk package, on s3s-fs; cold reads.",
+        {"icechunk": "icechunk + zarr-python 3"},
+        "icechunk + zarr-python")
 
 
 def main() -> int:

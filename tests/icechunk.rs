@@ -11,20 +11,15 @@ use std::path::{Path, PathBuf};
 
 use common::mount::Mount;
 use common::servers::s3s_fs;
-use common::{assert_no_failures, sha256, try_cat, xattr, TempDir};
+use common::{assert_no_failures, manifest_at, sha256, try_cat, xattr, TempDir};
 use serde_json::Value;
 
 /// The fixture folder and the Icechunk manifest.
 fn fixtures() -> (PathBuf, Value) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fixtures");
-    let manifest = dir.join("icechunk/manifest-icechunk.json");
-    let text = std::fs::read_to_string(&manifest).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}: run scripts/test.sh (scripts/make_fixtures_icechunk.py)",
-            manifest.display()
-        )
-    });
-    (dir, serde_json::from_str(&text).expect("manifest JSON"))
+    manifest_at(
+        "icechunk/manifest-icechunk.json",
+        "make_fixtures_icechunk.py",
+    )
 }
 
 fn versions(repo: &Value) -> &Vec<Value> {
@@ -84,10 +79,7 @@ fn the_default_version_is_main_and_a_deleted_array_is_gone_from_it() {
     let (dir, m) = fixtures();
     let repo = &m["repos"][0];
     let path = dir.join(repo["path"].as_str().expect("path"));
-    let main = versions(repo)
-        .iter()
-        .find(|v| v["kind"] == "branch" && v["name"] == "main")
-        .expect("main");
+    let main = version(&m, "branch", "main");
     let paths: Vec<&str> = main["arrays"]
         .as_array()
         .expect("arrays")
@@ -98,16 +90,7 @@ fn the_default_version_is_main_and_a_deleted_array_is_gone_from_it() {
     let err = try_cat(&path, "doomed", &[]).expect_err("doomed was deleted on main");
     assert!(err.contains("doomed"), "{err}");
     // It is still there at the tag that predates the deletion.
-    let v1 = versions(repo)
-        .iter()
-        .find(|v| v["kind"] == "tag" && v["name"] == "v1")
-        .expect("v1");
-    let doomed = v1["arrays"]
-        .as_array()
-        .expect("arrays")
-        .iter()
-        .find(|a| a["path"] == "doomed")
-        .expect("doomed at v1");
+    let doomed = array(version(&m, "tag", "v1"), "doomed");
     let bytes = try_cat(&path, "doomed", &["--ref", "v1"]).expect("doomed at v1");
     assert_eq!(sha256(&bytes), doomed["sha256"]["C_little"]);
     // A reference that names nothing is refused with the names there are.
@@ -244,6 +227,16 @@ fn version<'a>(m: &'a Value, kind: &str, name: &str) -> &'a Value {
         .expect("version in manifest")
 }
 
+/// The manifest entry of array `path` at `version`.
+fn array<'a>(version: &'a Value, path: &str) -> &'a Value {
+    version["arrays"]
+        .as_array()
+        .expect("arrays")
+        .iter()
+        .find(|a| a["path"] == path)
+        .unwrap_or_else(|| panic!("{path} in the manifest"))
+}
+
 /// How many arrays of `version` read right under `at` of `mount`, and the errors of the others.
 fn read_all(mount: &Mount, at: &str, version: &Value) -> (usize, Vec<String>) {
     let mut good = 0;
@@ -352,12 +345,7 @@ fn virtual_chunks_read_from_the_allowed_containers_only() {
     let narrowed = ["--virtual-prefix", elsewhere.path().to_str().expect("path")];
     let err = try_cat(&path, "t", &narrowed).expect_err("a closed container");
     assert!(err.contains("virtual chunk"), "{err}");
-    let time = main["arrays"]
-        .as_array()
-        .expect("arrays")
-        .iter()
-        .find(|a| a["path"] == "time")
-        .expect("time");
+    let time = array(main, "time");
     let bytes = try_cat(&path, "time", &narrowed).expect("time is loaded, not virtual");
     assert_eq!(sha256(&bytes), time["sha256"]["C_little"]);
     // The container's own folder, given, keeps it open.

@@ -10,20 +10,12 @@ use std::path::{Path, PathBuf};
 
 use common::mount::Mount;
 use common::servers::{nginx, s3s_fs};
-use common::{assert_no_failures, sha256, try_cat, TempDir};
+use common::{assert_no_failures, manifest_at, sha256, try_cat, TempDir};
 use serde_json::{json, Value};
 
 /// The reference fixtures' folder and manifest.
 fn refs() -> (PathBuf, Value) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fixtures");
-    let manifest = dir.join("refs/manifest-refs.json");
-    let text = std::fs::read_to_string(&manifest).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}: run scripts/test.sh (scripts/make_fixtures_refs.py)",
-            manifest.display()
-        )
-    });
-    (dir, serde_json::from_str(&text).expect("manifest JSON"))
+    manifest_at("refs/manifest-refs.json", "make_fixtures_refs.py")
 }
 
 /// The JSON and Parquet reference sets of the manifest (not the large one).

@@ -31,10 +31,11 @@ const BRANCHES: &str = "@branches";
 const TAGS: &str = "@tags";
 const SNAPSHOTS: &str = "@snapshots";
 
-/// One version opened read-only: its store and its snapshot.
+/// One version opened read-only: its store, and the version its values carry (its
+/// snapshot).
 struct Checkout {
     store: icechunk::Store,
-    snapshot: String,
+    version: Version,
 }
 
 pub struct IcechunkStore {
@@ -44,7 +45,7 @@ pub struct IcechunkStore {
     all: bool,
     /// Versions opened so far under the version folders, by folder (`@tags/v1`).
     opened: Mutex<BTreeMap<String, Arc<Checkout>>>,
-    local: bool,
+    caps: Caps,
 }
 
 /// Whether the local folder `dir` holds an Icechunk repository: its `repo` object
@@ -69,7 +70,7 @@ impl IcechunkStore {
         let path = dir.to_path_buf();
         let storage = block_on(async move { icechunk::new_local_filesystem_storage(&path).await })?
             .map_err(|e| failed(&label, "storage", e))?;
-        Self::open(label, storage, cfg, true)
+        Self::open(label, storage, cfg, Caps::local())
     }
 
     /// The repository at `url` (`s3://BUCKET/PREFIX`, or an `http(s)://` folder), with
@@ -99,16 +100,11 @@ impl IcechunkStore {
                 if let Some(endpoint) = endpoint {
                     options = options.with_endpoint_url(endpoint);
                 }
-                let credentials = if cfg.anonymous {
-                    icechunk::storage::S3Credentials::Anonymous
-                } else {
-                    icechunk::storage::S3Credentials::FromEnv
-                };
                 block_on(icechunk::storage::new_s3_object_store_storage(
                     options,
                     bucket,
                     (!prefix.is_empty()).then_some(prefix),
-                    Some(credentials),
+                    Some(s3_credentials(cfg)),
                     Vec::new(),
                     Vec::new(),
                 ))?
@@ -122,14 +118,19 @@ impl IcechunkStore {
             }
         }
         .map_err(|e| failed(&label, "storage", e))?;
-        Self::open(label, storage, cfg, false)
+        let caps = Caps {
+            concurrency: cfg.max_requests,
+            request_bytes: 0,
+            location: Some(label.clone()),
+        };
+        Self::open(label, storage, cfg, caps)
     }
 
     fn open(
         label: String,
         storage: Arc<dyn icechunk::Storage + Send + Sync>,
         cfg: &StoreConfig,
-        local: bool,
+        caps: Caps,
     ) -> Result<IcechunkStore> {
         let repo = block_on(async move { Repository::open(storage).execute().await })?
             .map_err(|e| failed(&label, "open", e))?;
@@ -150,7 +151,7 @@ impl IcechunkStore {
             default,
             all: choice.all,
             opened: Mutex::new(BTreeMap::new()),
-            local,
+            caps,
         })
     }
 
@@ -248,11 +249,7 @@ fn authorize_containers(label: &str, repo: Repository, cfg: &StoreConfig) -> Res
         let credentials = match scheme {
             "file" => Credentials::LocalFileSystemAccess,
             "http" | "https" => Credentials::HttpAccess,
-            "s3" => Credentials::S3(if cfg.anonymous {
-                icechunk::storage::S3Credentials::Anonymous
-            } else {
-                icechunk::storage::S3Credentials::FromEnv
-            }),
+            "s3" => Credentials::S3(s3_credentials(cfg)),
             _ => continue,
         };
         allowed.insert(prefix.to_string(), Some(credentials));
@@ -262,6 +259,15 @@ fn authorize_containers(label: &str, repo: Repository, cfg: &StoreConfig) -> Res
     }
     block_on(repo.reopen(None, Some(allowed)))?
         .map_err(|e| failed(label, "virtual chunk containers", e))
+}
+
+/// Unsigned requests with `--anonymous`, else credentials from the environment.
+fn s3_credentials(cfg: &StoreConfig) -> icechunk::storage::S3Credentials {
+    if cfg.anonymous {
+        icechunk::storage::S3Credentials::Anonymous
+    } else {
+        icechunk::storage::S3Credentials::FromEnv
+    }
 }
 
 /// The version of snapshot `id` (its base32 name).
@@ -292,11 +298,11 @@ fn reference_version(label: &str, repo: &Repository, name: &str) -> Result<Versi
 fn checkout(label: &str, repo: &Repository, version: VersionInfo) -> Result<Checkout> {
     let session = block_on(repo.readonly_session(&version))?
         .map_err(|e| failed(label, &format!("{version:?}"), e))?;
-    let snapshot = session.snapshot_id().to_string();
+    let version = Version::Tag(format!("{SNAPSHOT_TAG}{}", session.snapshot_id()));
     let store = block_on(icechunk::Store::from_session(Arc::new(
         tokio::sync::RwLock::new(session),
     )))?;
-    Ok(Checkout { store, snapshot })
+    Ok(Checkout { store, version })
 }
 
 fn not_found(e: &StoreError) -> bool {
@@ -305,7 +311,7 @@ fn not_found(e: &StoreError) -> bool {
 
 impl Store for IcechunkStore {
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
-        let Some((version, inner)) = self.route(key)? else {
+        let Some((at, inner)) = self.route(key)? else {
             return Ok(None);
         };
         let range = match range {
@@ -315,16 +321,16 @@ impl Store for IcechunkStore {
             }
             Some(ByteRange::Suffix(n)) => IcRange::Last(n),
         };
-        match block_on(version.store.get(inner, &range))? {
+        match block_on(at.store.get(inner, &range))? {
             Ok(bytes) => Ok(Some(Value {
                 bytes: bytes.to_vec(),
-                version: Version::Tag(format!("{SNAPSHOT_TAG}{}", version.snapshot)),
+                version: at.version.clone(),
             })),
             // A version folder is a group even where the version holds nothing (the
             // repository's first snapshot has not even a root group).
             Err(e) if not_found(&e) && key != inner && inner == "zarr.json" => Ok(Some(Value {
                 bytes: EMPTY_GROUP.to_vec(),
-                version: Version::Tag(format!("{SNAPSHOT_TAG}{}", version.snapshot)),
+                version: at.version.clone(),
             })),
             Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(self.error(key, e)),
@@ -338,11 +344,11 @@ impl Store for IcechunkStore {
             listing.prefixes = self.names(prefix)?.into_iter().collect();
             return Ok(listing);
         }
-        let Some((version, inner)) = self.route(prefix)? else {
+        let Some((at, inner)) = self.route(prefix)? else {
             return Ok(listing);
         };
         let items: Vec<icechunk::store::ListDirItem> = match block_on(async {
-            let stream = version.store.list_dir_items(inner).await?;
+            let stream = at.store.list_dir_items(inner).await?;
             stream.try_collect().await
         })? {
             Ok(items) => items,
@@ -367,13 +373,13 @@ impl Store for IcechunkStore {
     }
 
     fn head(&self, key: &str) -> Result<Option<Head>> {
-        let Some((version, inner)) = self.route(key)? else {
+        let Some((at, inner)) = self.route(key)? else {
             return Ok(None);
         };
-        match block_on(version.store.getsize(inner))? {
+        match block_on(at.store.getsize(inner))? {
             Ok(size) => Ok(Some(Head {
                 size,
-                version: Version::Tag(format!("{SNAPSHOT_TAG}{}", version.snapshot)),
+                version: at.version.clone(),
             })),
             Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(self.error(key, e)),
@@ -383,14 +389,6 @@ impl Store for IcechunkStore {
     fn will_need(&self, _key: &str) {}
 
     fn caps(&self) -> Caps {
-        if self.local {
-            Caps::local()
-        } else {
-            Caps {
-                concurrency: 32,
-                request_bytes: 0,
-                location: Some(self.label.clone()),
-            }
-        }
+        self.caps.clone()
     }
 }

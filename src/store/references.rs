@@ -7,6 +7,7 @@
 //! store, which refuses `..` and symlinks leading out, or a remote store on the shared
 //! source of its bucket or host); anything else fails that key alone.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
@@ -712,22 +713,14 @@ impl ReferenceStore {
         else {
             return None;
         };
+        // A run that cannot be had (a neighbour's range past the target's end, the
+        // target unreachable) leaves each chunk to its own read and its own error.
         let fetch = |offset, n| {
             store
                 .read(tkey, Some(ByteRange::Span { offset, len: n }))?
                 .filter(|v| v.bytes.len() as u64 == n)
-                .ok_or_else(|| {
-                    Error::corrupt(
-                        key,
-                        format!(
-                            "reference range {offset}+{n} lies past the end of {}",
-                            t.shown()
-                        ),
-                    )
-                })
+                .ok_or_else(|| Error::corrupt(key, "short run"))
         };
-        // A run that cannot be had (a neighbour's range past the target's end, the
-        // target unreachable) leaves each chunk to its own read and its own error.
         let got = self.spans.read(
             &t.shown(),
             &Version::Unknown,
@@ -739,28 +732,28 @@ impl ReferenceStore {
         got.ok().flatten().filter(|b| b.len() as u64 == len)
     }
 
-    /// The reference of `key`.
-    fn lookup(&self, key: &str) -> Result<Option<Ref>> {
+    /// The reference of `key`: borrowed from a JSON set, made from a Parquet set's row.
+    fn lookup(&self, key: &str) -> Result<Option<Cow<'_, Ref>>> {
         let parquet = match &self.refs {
-            Refs::Json(refs) => return Ok(refs.get(key).cloned()),
+            Refs::Json(refs) => return Ok(refs.get(key).map(Cow::Borrowed)),
             Refs::Parquet(p) => p,
         };
         if let Some(doc) = parquet.documents.get(key) {
-            return Ok(Some(Ref::Inline(doc.clone())));
+            return Ok(Some(Cow::Owned(Ref::Inline(doc.clone()))));
         }
         let Some(base) = self.allowed.first().map(|a| &a.prefix) else {
             return Ok(None);
         };
-        Ok(match parquet.row(key)? {
-            None | Some(Row::Missing) => None,
-            Some(Row::Inline(bytes)) => Some(Ref::Inline(bytes)),
+        Ok(Some(Cow::Owned(match parquet.row(key)? {
+            None | Some(Row::Missing) => return Ok(None),
+            Some(Row::Inline(bytes)) => Ref::Inline(bytes),
             // Offset and size 0: the whole target.
-            Some(Row::Range { path, offset, size }) => Some(Ref::Range {
+            Some(Row::Range { path, offset, size }) => Ref::Range {
                 target: Arc::new(resolve(&path, base)),
                 offset,
                 len: (size > 0 || offset > 0).then_some(size),
-            }),
-        })
+            },
+        })))
     }
 }
 
@@ -769,7 +762,7 @@ impl Store for ReferenceStore {
         let Some(r) = self.lookup(key)? else {
             return Ok(None);
         };
-        match &r {
+        match &*r {
             Ref::Invalid(reason) => Err(invalid(key, reason)),
             Ref::Inline(bytes) => {
                 let (o, l) = range.map_or((0, bytes.len() as u64), |r| r.clip(bytes.len() as u64));
@@ -869,21 +862,23 @@ impl Store for ReferenceStore {
     }
 
     fn head(&self, key: &str) -> Result<Option<Head>> {
-        match self.lookup(key)? {
-            None => Ok(None),
-            Some(Ref::Invalid(reason)) => Err(invalid(key, &reason)),
-            Some(Ref::Inline(bytes)) => Ok(Some(Head {
+        let Some(r) = self.lookup(key)? else {
+            return Ok(None);
+        };
+        match &*r {
+            Ref::Invalid(reason) => Err(invalid(key, reason)),
+            Ref::Inline(bytes) => Ok(Some(Head {
                 size: bytes.len() as u64,
                 version: self.version.clone(),
             })),
-            Some(Ref::Range { len: Some(len), .. }) => Ok(Some(Head {
-                size: len,
+            Ref::Range { len: Some(len), .. } => Ok(Some(Head {
+                size: *len,
                 version: self.version.clone(),
             })),
-            Some(Ref::Range {
+            Ref::Range {
                 target, len: None, ..
-            }) => {
-                let (store, tkey) = self.target_store(key, &target)?;
+            } => {
+                let (store, tkey) = self.target_store(key, target)?;
                 store.head(&tkey)
             }
         }

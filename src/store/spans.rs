@@ -37,7 +37,7 @@ type Group = (Object, usize);
 type Slot = Arc<OnceLock<std::result::Result<Arc<Run>, String>>>;
 
 /// A fetched run: the bytes of the object from `start`, the version they came from, and
-/// how many of its members are still to be read (it is let go when none is).
+/// how many of its members are still to be read (a read-once run is let go when none is).
 struct Run {
     start: u64,
     bytes: Vec<u8>,
@@ -263,10 +263,12 @@ impl Spans {
         match (from, to) {
             (Some(f), Some(t)) if t <= run.bytes.len() => {
                 let bytes = run.bytes[f..t].to_vec();
-                let was = run
-                    .unread
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-                if self.once && was == Ok(1) {
+                if self.once
+                    && run
+                        .unread
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        == Ok(1)
+                {
                     self.forget(&group, &slot);
                 }
                 Ok(Some(bytes))

@@ -28,6 +28,19 @@ pub fn fixtures_dir() -> PathBuf {
     dir
 }
 
+/// The fixture folder and the manifest at `rel` in it, which `script` writes.
+pub fn manifest_at(rel: &str, script: &str) -> (PathBuf, Value) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fixtures");
+    let manifest = dir.join(rel);
+    let text = std::fs::read_to_string(&manifest).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: run scripts/test.sh (scripts/{script})",
+            manifest.display()
+        )
+    });
+    (dir, serde_json::from_str(&text).expect("manifest JSON"))
+}
+
 pub struct Manifest {
     pub dir: PathBuf,
     pub doc: Value,
