@@ -110,6 +110,7 @@ WRITER = (f"kerchunk {kerchunk.__version__}, zarr-python {zarr.__version__}, net
 INLINE = 100           # SingleHdf5ToZarr inline_threshold: chunks under 100 bytes go inline
 COMBINED_INLINE = 200  # MultiZarrToZarr inline_threshold
 SERIES_FILES = 3
+REMOTE_DATA = "s3://fixtures/refs/data/"  # where the tests serve the data folder on S3
 SERIES_STEPS = 4       # time steps per series file
 
 
@@ -373,6 +374,16 @@ def with_templates(refs: dict, name: str, prefix: str) -> dict:
     return {"version": 1, "templates": {name: prefix}, "refs": out}
 
 
+def retargeted(refs: dict, base: str) -> dict:
+    """Version 1 references whose targets are `base` + the target's file name."""
+    out = {}
+    for key, value in refs["refs"].items():
+        if isinstance(value, list) and value and isinstance(value[0], str):
+            value = [base + value[0].rsplit("/", 1)[-1]] + value[1:]
+        out[key] = value
+    return {"version": 1, "refs": out}
+
+
 def write_ujson(refs: dict, path: str) -> None:
     """As kerchunk writes them (ujson: escaped '/', ASCII only)."""
     with open(path, "w") as f:
@@ -386,8 +397,9 @@ def write_gzip(src: str, dst: str) -> None:
         f.write(gzip.compress(raw, mtime=0))
 
 
-def virtualizarr_combined(paths: list, out: str) -> str | None:
-    """VirtualiZarr's kerchunk JSON of the series concatenated along time; the reason on failure."""
+def virtualizarr_combined(paths: list, out: str, out_parquet: str) -> str | None:
+    """VirtualiZarr's kerchunk JSON and Parquet folder of the series concatenated along time;
+    the reason on failure."""
     try:
         from obspec_utils.registry import ObjectStoreRegistry
         from obstore.store import LocalStore
@@ -400,6 +412,7 @@ def virtualizarr_combined(paths: list, out: str) -> str | None:
         combined = xr.concat(vdss, dim="time", data_vars="minimal", coords="minimal", compat="override",
                              combine_attrs="override")
         combined.vz.to_kerchunk(out, format="json")
+        combined.vz.to_kerchunk(out_parquet, format="parquet")
         return None
     except Exception as e:  # noqa: BLE001 (optional writer: report and go on)
         return f"{type(e).__name__}: {e}"
@@ -497,7 +510,7 @@ def write_manifest(manifest: dict, path: str) -> None:
     """JSON with one store header and one array per line."""
     lines = ["{", f' "writer": {json.dumps(manifest["writer"])},']
     sections = []
-    for section in ("stores", "parquet", "large"):
+    for section in ("stores", "parquet", "large", "remote_parquet"):
         items = []
         for store in manifest[section]:
             head = {k: v for k, v in store.items() if k != "arrays"}
@@ -599,7 +612,8 @@ def main() -> None:
     write_ujson(with_templates(combined, "u", data_dir + os.sep), out("combined_templates.json"))
     write_gzip(out("combined.json"), out("combined.json.gz"))
     kerchunk.df.refs_to_dataframe(combined, out("combined.parq"))
-    vz_failure = virtualizarr_combined(series, out("vz_combined.json"))
+    kerchunk.df.refs_to_dataframe(retargeted(combined, REMOTE_DATA), out("combined_s3.parq"))
+    vz_failure = virtualizarr_combined(series, out("vz_combined.json"), out("vz_combined.parq"))
 
     nc_expected, h5_expected = read_netcdf(single_nc), read_h5(single_h5)
     concat_expected = read_series_concat(series)
@@ -632,12 +646,19 @@ def main() -> None:
         print(f"make_fixtures_refs: VirtualiZarr left out: {vz_failure}")
     parquet = [store_entry(outdir, "combined_parquet", rel("combined.parq"), "parquet", combined, concat_expected,
                            combined_notes, series)]
+    if vz_failure is None:
+        parquet.append(store_entry(outdir, "vz_combined_parquet", rel("vz_combined.parq"), "parquet", vz_refs,
+                                   concat_expected, combined_notes, series))
+    # Read from s3://fixtures (this folder as a bucket) by the tests; not read back here.
+    remote_parquet = [store_entry(outdir, "combined_s3_parquet", rel("combined_s3.parq"), "parquet",
+                                  retargeted(combined, REMOTE_DATA), concat_expected, combined_notes, series)]
     million_refs, million_expected = write_million(os.path.join(data_dir, "million.bin"), out("million.parq"))
     # Not read back through fsspec here (a million one-byte reads); the tests compare it.
     large = [store_entry(outdir, "million_parquet", rel("million.parq"), "parquet", million_refs,
                          million_expected, {"big": "1,000,000 one-byte references", "small": "10"},
                          [os.path.join(data_dir, "million.bin")])]
-    manifest = {"writer": WRITER, "stores": stores, "parquet": parquet, "large": large}
+    manifest = {"writer": WRITER, "stores": stores, "parquet": parquet, "large": large,
+                "remote_parquet": remote_parquet}
     write_manifest(manifest, out("manifest-refs.json"))
 
     problems = [p for store in stores + parquet for p in check_store(outdir, store)]

@@ -27,9 +27,20 @@ fn is_zip_name(name: &str) -> bool {
 /// looked at before it is chosen: its name decides).
 #[cfg(feature = "remote")]
 fn is_reference_name(name: &str) -> bool {
+    ends_with_any(name, &[".json", ".json.gz", ".json.zst"])
+}
+
+/// Whether a URL path names a kerchunk Parquet reference folder (`NAME.parq/`, as kerchunk
+/// and VirtualiZarr name them): its `.zmetadata` then decides.
+#[cfg(feature = "remote")]
+fn is_parquet_name(name: &str) -> bool {
+    ends_with_any(name, &[".parq", ".parquet"])
+}
+
+#[cfg(feature = "remote")]
+fn ends_with_any(name: &str, ends: &[&str]) -> bool {
     let lower = name.to_ascii_lowercase();
-    [".json", ".json.gz", ".json.zst"]
-        .iter()
+    ends.iter()
         .any(|end| lower.trim_end_matches('/').ends_with(end))
 }
 
@@ -50,7 +61,8 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
         return Ok(Arc::new(super::IcechunkStore::open_local(path, cfg)?));
     }
     if !cfg.zip && path.is_dir() {
-        if let Some(refs) = ReferenceStore::parquet(path, cfg)? {
+        let folder = Arc::new(FolderStore::open(path)?);
+        if let Some(refs) = ReferenceStore::parquet(folder, &path.display().to_string(), cfg)? {
             return Ok(Arc::new(refs));
         }
     }
@@ -118,7 +130,7 @@ mod remote {
     use super::super::remote::RemoteStore;
     use super::super::zip::ZipStore;
     use super::super::{IcechunkStore, ReferenceStore, Store};
-    use super::{is_reference_name, is_zip_name};
+    use super::{is_parquet_name, is_reference_name, is_zip_name};
     use crate::error::{Error, Result};
 
     /// Open the store at URL `spec`; with `repositories`, an Icechunk repository there is
@@ -139,6 +151,9 @@ mod remote {
             Url::parse(spec).map_err(|e| Error::Invalid(format!("{scheme}:// URL: {e}")))?;
         let references = !cfg.zip && is_reference_name(url.path());
         if !(cfg.zip || is_zip_name(url.path()) || references) {
+            if is_parquet_name(url.path()) && !url.path().ends_with('/') {
+                url.set_path(&format!("{}/", url.path()));
+            }
             let store = RemoteStore::connect(&url, cfg)?;
             // An Icechunk repository is known by its `repo` object.
             if repositories
@@ -147,7 +162,14 @@ mod remote {
             {
                 return Ok(Arc::new(IcechunkStore::open_url(&url, cfg)?));
             }
-            return cached(Arc::new(store), cfg);
+            let store = cached(Arc::new(store), cfg)?;
+            if is_parquet_name(url.path()) {
+                let label = url.as_str().trim_end_matches('/');
+                if let Some(refs) = ReferenceStore::parquet(store.clone(), label, cfg)? {
+                    return Ok(Arc::new(refs));
+                }
+            }
+            return Ok(store);
         }
         // An archive or a reference set is one object: its folder is the store, its
         // name the key.

@@ -175,7 +175,7 @@ impl ReferenceStore {
     ) -> Result<ReferenceStore> {
         let label = location.to_string();
         let text = decompress(&label, bytes)?;
-        let doc: Json = serde_json::from_slice(&text)
+        let doc: Json = crate::metadata::json::parse(&text)
             .map_err(|e| Error::metadata(&label, format!("reference set: {e}")))?;
         let Json::Object(doc) = doc else {
             return Err(Error::metadata(&label, "reference set: not a JSON object"));
@@ -673,20 +673,24 @@ fn invalid(key: &str, reason: &str) -> Error {
 }
 
 impl ReferenceStore {
-    /// Kerchunk's Parquet reference folder `dir`, whose targets may lie under the folder
-    /// it sits in and under `cfg.virtual_prefixes`.
-    /// `None` when `dir` holds no Parquet reference set.
-    pub fn parquet(dir: &std::path::Path, cfg: &StoreConfig) -> Result<Option<ReferenceStore>> {
-        let Some((refs, meta)) = ParquetRefs::open(dir)? else {
+    /// Kerchunk's Parquet reference folder read through `folder` (named `label`: a local
+    /// path or a URL), whose targets may lie under the folder it sits in and under
+    /// `cfg.virtual_prefixes`. `None` when the folder holds no Parquet reference set.
+    pub fn parquet(
+        folder: Arc<dyn Store>,
+        label: &str,
+        cfg: &StoreConfig,
+    ) -> Result<Option<ReferenceStore>> {
+        let Some((refs, version)) = ParquetRefs::open(folder, label)? else {
             return Ok(None);
         };
-        let label = dir.display().to_string();
+        let label = label.trim_end_matches('/').to_string();
         let allowed = allow_list(&base_of(&label), cfg)?;
         Ok(Some(ReferenceStore {
             label,
             refs: Refs::Parquet(refs),
             allowed,
-            version: super::folder::file_version(&meta),
+            version,
             cfg: cfg.clone(),
             spans: Spans::read_once(run_budget(cfg)),
             neighbours: OnceLock::new(),

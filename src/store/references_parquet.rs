@@ -1,13 +1,13 @@
 //! Kerchunk's Parquet layout of a reference set, read lazily: a folder holding
 //! `.zmetadata` (the Zarr metadata documents and `record_size`) and, per array,
 //! `ARRAY/refs.N.parq` files of `record_size` rows each (`path`, `offset`, `size`, `raw`),
-//! one row per chunk in C order of the chunk grid. Opening reads `.zmetadata` alone; a
-//! chunk's reference is found by its index in the grid, and only the one Parquet file
-//! holding it is read (the last few are kept).
+//! one row per chunk in C order of the chunk grid. The folder is read through a store (a
+//! local folder, or a URL's store with its options and disk cache). Opening reads
+//! `.zmetadata` alone; a chunk's reference is found by its index in the grid, and only the
+//! one Parquet file holding it is read (the last few are kept).
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lru::LruCache;
@@ -16,6 +16,7 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;
 use serde_json::Value as Json;
 
+use super::{Store, Version};
 use crate::error::{Error, Result};
 
 /// Parquet files of references kept decoded at once.
@@ -45,7 +46,9 @@ struct Grid {
 }
 
 pub struct ParquetRefs {
-    root: PathBuf,
+    /// The folder, as a store; `label` names it in messages.
+    folder: Arc<dyn Store>,
+    label: String,
     record_size: u64,
     /// The metadata documents, by key.
     pub documents: BTreeMap<String, Vec<u8>>,
@@ -54,20 +57,17 @@ pub struct ParquetRefs {
 }
 
 impl ParquetRefs {
-    /// The Parquet reference set in `dir` and the metadata of its `.zmetadata`, or `None`
-    /// when `dir` holds none (no regular `.zmetadata` under 4 GiB with `record_size`: a
-    /// Zarr folder's consolidated metadata, say).
-    pub fn open(dir: &Path) -> Result<Option<(ParquetRefs, std::fs::Metadata)>> {
-        let path = dir.join(".zmetadata");
-        let label = path.display().to_string();
-        let meta = match std::fs::metadata(&path) {
-            Ok(m) if m.is_file() && m.len() <= super::references::MAX_REFERENCE_BYTES => m,
-            _ => return Ok(None),
-        };
-        let Ok(text) = std::fs::read(&path) else {
+    /// The Parquet reference set in `folder` (named `label`) and the version of its
+    /// `.zmetadata`, or `None` when the folder holds none (no readable `.zmetadata` with
+    /// `record_size`: a Zarr folder's consolidated metadata, say).
+    pub fn open(folder: Arc<dyn Store>, label: &str) -> Result<Option<(ParquetRefs, Version)>> {
+        let label = label.trim_end_matches('/').to_string();
+        let doc_label = format!("{label}/.zmetadata");
+        let Ok(Some(value)) = folder.read(".zmetadata", None) else {
             return Ok(None);
         };
-        let Ok(doc) = serde_json::from_slice::<Json>(&text) else {
+        // Documents inline as JSON values may hold bare NaN (VirtualiZarr writes them).
+        let Ok(doc) = crate::metadata::json::parse(&value.bytes) else {
             return Ok(None);
         };
         let Some(record_size) = doc.get("record_size") else {
@@ -76,9 +76,9 @@ impl ParquetRefs {
         let record_size = record_size
             .as_u64()
             .filter(|n| (1..=MAX_RECORD_SIZE).contains(n))
-            .ok_or_else(|| Error::metadata(&label, "record_size: not a count of rows"))?;
+            .ok_or_else(|| Error::metadata(&doc_label, "record_size: not a count of rows"))?;
         let Some(Json::Object(metadata)) = doc.get("metadata") else {
-            return Err(Error::metadata(&label, "metadata: not an object"));
+            return Err(Error::metadata(&doc_label, "metadata: not an object"));
         };
         let mut documents = BTreeMap::new();
         let mut grids = BTreeMap::new();
@@ -95,7 +95,8 @@ impl ParquetRefs {
             documents.insert(key.clone(), bytes);
         }
         let refs = ParquetRefs {
-            root: dir.to_path_buf(),
+            folder,
+            label,
             record_size,
             documents,
             grids,
@@ -103,7 +104,7 @@ impl ParquetRefs {
                 NonZeroUsize::new(KEPT_FILES).unwrap_or(NonZeroUsize::MIN),
             )),
         };
-        Ok(Some((refs, meta)))
+        Ok(Some((refs, value.version)))
     }
 
     /// The reference of chunk key `key`: `None` when it is no chunk of a known array.
@@ -129,8 +130,14 @@ impl ParquetRefs {
             return Ok(rows.clone());
         }
         // Read outside the lock; a concurrent reader of the same file reads it too.
-        let path = self.root.join(array).join(format!("refs.{n}.parq"));
-        let rows = Arc::new(read_rows(&path, self.record_size)?);
+        let key = format!("{array}/refs.{n}.parq");
+        let label = format!("{}/{key}", self.label);
+        // No file: every chunk it would hold is missing.
+        let rows = match self.folder.read(&key, None)? {
+            Some(value) => read_rows(&label, value.bytes, self.record_size)?,
+            None => Vec::new(),
+        };
+        let rows = Arc::new(rows);
         self.files.lock().put(id, rows.clone());
         Ok(rows)
     }
@@ -185,24 +192,11 @@ fn grid_of(zarray: &[u8]) -> Option<Grid> {
     })
 }
 
-/// The rows of one references file (at most `record_size`).
-fn read_rows(path: &Path, record_size: u64) -> Result<Vec<Row>> {
-    let label = path.display().to_string();
-    let bad = |e: String| Error::corrupt(&label, format!("Parquet references: {e}"));
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        // No file: every chunk it would hold is missing.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(Error::Io { key: label, source }),
-    };
-    let meta = file.metadata().map_err(|source| Error::Io {
-        key: label.clone(),
-        source,
-    })?;
-    if !meta.is_file() {
-        return Err(bad("not a regular file".into()));
-    }
-    let reader = SerializedFileReader::new(file).map_err(|e| bad(e.to_string()))?;
+/// The rows of one references file (at most `record_size`), from its bytes.
+fn read_rows(label: &str, bytes: Vec<u8>, record_size: u64) -> Result<Vec<Row>> {
+    let bad = |e: String| Error::corrupt(label, format!("Parquet references: {e}"));
+    let reader =
+        SerializedFileReader::new(bytes::Bytes::from(bytes)).map_err(|e| bad(e.to_string()))?;
     let rows = reader.metadata().file_metadata().num_rows();
     if rows < 0 || rows as u64 > record_size {
         return Err(bad(format!(
