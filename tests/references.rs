@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::mount::Mount;
-use common::servers::{nginx, s3s_fs};
+use common::servers::{nginx, s3s_fs, Proxy};
 use common::{assert_no_failures, manifest_at, sha256, try_cat, TempDir};
 use serde_json::{json, Value};
 
@@ -452,18 +452,49 @@ fn reference_sets_on_s3_with_targets_on_s3_mount_in_c_and_f_order() {
 }
 
 #[test]
-fn a_parquet_set_on_s3_reads_through_cat_and_the_mount_in_c_and_f_order() {
+fn a_parquet_set_on_s3_reads_through_cat_and_the_mount_with_neighbouring_chunks_in_one_request() {
     let (dir, m) = refs();
     // The fixture folder as bucket `fixtures`: the set at refs/combined_s3.parq names
-    // its targets at s3://fixtures/refs/data/, under the set's own folder.
+    // its targets at s3://fixtures/refs/data/, under the set's own folder. Requests go
+    // through a counting proxy.
     let buckets = TempDir::new("refs-s3-parquet");
     std::os::unix::fs::symlink(&dir, buckets.path().join("fixtures")).expect("symlink bucket");
     let s3 = s3s_fs(buckets.path(), None);
-    let options = format!("endpoint={},allow_http=true,region=us-east-1", s3.url());
+    let proxy = Proxy::start(s3.port, "python3");
+    let options = format!("endpoint={},allow_http=true,region=us-east-1", proxy.url());
     let store = &m["remote_parquet"][0];
     let url = format!("s3://fixtures/{}", store["file"].as_str().expect("file"));
     let args = ["--anonymous", "-o", &options];
-    let mut failures = cat_all(Path::new(&url), store, &args);
+    // The same references as JSON, to count each array's chunks.
+    let combined: Value = serde_json::from_slice(
+        &std::fs::read(dir.join("refs/combined.json")).expect("combined.json"),
+    )
+    .expect("JSON");
+    let mut failures = Vec::new();
+    let (mut chunks, mut data_requests, mut coalesced_arrays) = (0, 0, 0);
+    for a in store["arrays"].as_array().expect("arrays") {
+        let path = a["path"].as_str().expect("path");
+        for (order, label) in [("C", "C_little"), ("F", "F_little")] {
+            let before = proxy.requests("GET");
+            match try_cat(
+                Path::new(&url),
+                path,
+                &["--order", order, args[0], args[1], args[2]],
+            ) {
+                Ok(bytes) if sha256(&bytes) == a["sha256"][label] => {}
+                Ok(_) => failures.push(format!("cat {path} {order}: bytes differ")),
+                Err(e) => failures.push(format!("cat {path} {order}: {e}")),
+            }
+            // Each `cat` also reads .zmetadata and the array's references file.
+            let got = (proxy.requests("GET") - before).saturating_sub(2) as usize;
+            let n = ranged_chunks(&combined, path);
+            chunks += n;
+            data_requests += got;
+            if n >= 4 && got < n {
+                coalesced_arrays += 1;
+            }
+        }
+    }
     let mut checked = 0;
     for (order, label) in [("C", "C_little"), ("F", "F_little")] {
         let mut all = vec!["--order", order];
@@ -480,6 +511,12 @@ fn a_parquet_set_on_s3_reads_through_cat_and_the_mount_in_c_and_f_order() {
     }
     assert_no_failures(&failures);
     assert!(checked >= 16, "only {checked} reads checked");
+    // The chunks of one target in one references file come in one request.
+    eprintln!("{data_requests} data requests for {chunks} chunks");
+    assert!(
+        coalesced_arrays > 0 && data_requests * 2 <= chunks,
+        "{data_requests} data requests for {chunks} chunks ({coalesced_arrays} arrays read in fewer requests than chunks)"
+    );
 }
 
 /// The peak resident memory (KiB) of the daemon serving `mountpoint`.

@@ -104,7 +104,7 @@ struct Neighbours {
 impl Neighbours {
     fn of(refs: &Refs) -> Neighbours {
         let mut n = Neighbours::default();
-        // Parquet sets are read lazily: their chunks are read one by one.
+        // Parquet sets are grouped per references file instead.
         let Refs::Json(refs) = refs else {
             return n;
         };
@@ -712,11 +712,6 @@ impl ReferenceStore {
         if request == 0 {
             return None;
         }
-        let neighbours = self.neighbours.get_or_init(|| Neighbours::of(&self.refs));
-        let (Some(&place), Some(ranges)) = (neighbours.place.get(key), neighbours.ranges.get(t))
-        else {
-            return None;
-        };
         // A run that cannot be had (a neighbour's range past the target's end, the
         // target unreachable) leaves each chunk to its own read and its own error.
         let fetch = |offset, n| {
@@ -725,14 +720,30 @@ impl ReferenceStore {
                 .filter(|v| v.bytes.len() as u64 == n)
                 .ok_or_else(|| Error::corrupt(key, "short run"))
         };
-        let got = self.spans.read(
-            &t.shown(),
-            &Version::Unknown,
-            || ranges.clone(),
-            place,
-            request,
-            fetch,
-        );
+        let got = match &self.refs {
+            Refs::Json(_) => {
+                let neighbours = self.neighbours.get_or_init(|| Neighbours::of(&self.refs));
+                let (Some(&place), Some(ranges)) =
+                    (neighbours.place.get(key), neighbours.ranges.get(t))
+                else {
+                    return None;
+                };
+                let members = || ranges.clone();
+                let object = t.shown();
+                self.spans
+                    .read(&object, &Version::Unknown, members, place, request, fetch)
+            }
+            // A Parquet set's chunks are grouped with their neighbours in the same
+            // references file (the files are read lazily, one at a time).
+            Refs::Parquet(parquet) => {
+                let place = parquet.place(key).ok().flatten()?;
+                let object = format!("{} ({})", t.shown(), place.name);
+                let members = || place.ranges();
+                let member = place.member();
+                self.spans
+                    .read(&object, &Version::Unknown, members, member, request, fetch)
+            }
+        };
         got.ok().flatten().filter(|b| b.len() as u64 == len)
     }
 

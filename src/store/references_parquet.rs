@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use lru::LruCache;
 use parking_lot::Mutex;
@@ -38,6 +38,8 @@ pub enum Row {
 
 /// A references file: its array and its number.
 type FileId = (String, u64);
+/// A references file being read or read.
+type Slot = Arc<OnceLock<std::result::Result<Arc<RefsFile>, String>>>;
 
 /// An array of the set: its chunk grid and the separator of its chunk keys.
 struct Grid {
@@ -53,7 +55,7 @@ pub struct ParquetRefs {
     /// The metadata documents, by key.
     pub documents: BTreeMap<String, Vec<u8>>,
     grids: BTreeMap<String, Grid>,
-    files: Mutex<LruCache<FileId, Arc<Vec<Row>>>>,
+    files: Mutex<LruCache<FileId, Slot>>,
 }
 
 impl ParquetRefs {
@@ -109,6 +111,14 @@ impl ParquetRefs {
 
     /// The reference of chunk key `key`: `None` when it is no chunk of a known array.
     pub fn row(&self, key: &str) -> Result<Option<Row>> {
+        Ok(self
+            .place(key)?
+            .map(|p| p.file.rows.get(p.row).cloned().unwrap_or(Row::Missing)))
+    }
+
+    /// Where chunk key `key` lies among its references file's rows: `None` when it is no
+    /// chunk of a known array.
+    pub fn place(&self, key: &str) -> Result<Option<Place>> {
         let Some((array, index)) = key.rsplit_once('/') else {
             return Ok(None);
         };
@@ -119,27 +129,114 @@ impl ParquetRefs {
             return Ok(None);
         };
         let (file, row) = (i / self.record_size, (i % self.record_size) as usize);
-        let rows = self.file(array, file)?;
-        Ok(Some(rows.get(row).cloned().unwrap_or(Row::Missing)))
+        Ok(Some(Place {
+            name: format!("{array}/refs.{file}.parq"),
+            file: self.file(array, file)?,
+            row,
+        }))
     }
 
-    /// The rows of `ARRAY/refs.N.parq`, read once while kept.
-    fn file(&self, array: &str, n: u64) -> Result<Arc<Vec<Row>>> {
+    /// The rows of `ARRAY/refs.N.parq`, read once while kept: readers of a file being
+    /// read wait for that read (no lock of ours held across it); a failure is not kept.
+    fn file(&self, array: &str, n: u64) -> Result<Arc<RefsFile>> {
         let id = (array.to_string(), n);
-        if let Some(rows) = self.files.lock().get(&id) {
-            return Ok(rows.clone());
-        }
-        // Read outside the lock; a concurrent reader of the same file reads it too.
+        let slot = self
+            .files
+            .lock()
+            .get_or_insert(id.clone(), || Arc::new(OnceLock::new()))
+            .clone();
         let key = format!("{array}/refs.{n}.parq");
         let label = format!("{}/{key}", self.label);
-        // No file: every chunk it would hold is missing.
-        let rows = match self.folder.read(&key, None)? {
-            Some(value) => read_rows(&label, value.bytes, self.record_size)?,
-            None => Vec::new(),
+        let read = || -> Result<Arc<RefsFile>> {
+            // No file: every chunk it would hold is missing.
+            let rows = match self.folder.read(&key, None)? {
+                Some(value) => read_rows(&label, value.bytes, self.record_size)?,
+                None => Vec::new(),
+            };
+            Ok(Arc::new(RefsFile::new(rows)))
         };
-        let rows = Arc::new(rows);
-        self.files.lock().put(id, rows.clone());
-        Ok(rows)
+        // The reader that read the file gets its error; those that waited, its message.
+        let mut own = None;
+        let got = slot
+            .get_or_init(|| {
+                read().map_err(|e| {
+                    let why = e.to_string();
+                    own = Some(e);
+                    why
+                })
+            })
+            .clone();
+        got.map_err(|why| {
+            let mut files = self.files.lock();
+            if files.peek(&id).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
+                files.pop(&id);
+            }
+            own.unwrap_or_else(|| Error::Io {
+                key: label.clone(),
+                source: std::io::Error::other(why),
+            })
+        })
+    }
+}
+
+/// The rows of one references file, and the rank of each range row among the rows of
+/// its target (what groups a target's chunks for coalesced reads).
+pub struct RefsFile {
+    rows: Vec<Row>,
+    rank: Vec<u32>,
+}
+
+impl RefsFile {
+    fn new(rows: Vec<Row>) -> RefsFile {
+        let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+        let rank = rows
+            .iter()
+            .map(|r| match r {
+                Row::Range { path, .. } => {
+                    let n = seen.entry(path.as_str()).or_default();
+                    *n += 1;
+                    *n - 1
+                }
+                _ => 0,
+            })
+            .collect();
+        RefsFile { rows, rank }
+    }
+}
+
+/// A chunk's place among the chunks of its references file.
+pub struct Place {
+    /// The file's key, naming the runs of its targets.
+    pub name: String,
+    file: Arc<RefsFile>,
+    row: usize,
+}
+
+impl Place {
+    /// The chunk's rank among the file's chunks in the same target.
+    pub fn member(&self) -> usize {
+        self.file
+            .rank
+            .get(self.row)
+            .map_or(usize::MAX, |&r| r as usize)
+    }
+
+    /// The ranges of the file's chunks in the target of this chunk, in row order (`None`
+    /// for a whole-target reference): the members that [`Place::member`] counts.
+    pub fn ranges(&self) -> Vec<Option<(u64, u64)>> {
+        let Some(Row::Range { path: own, .. }) = self.file.rows.get(self.row) else {
+            return Vec::new();
+        };
+        self.file
+            .rows
+            .iter()
+            .filter_map(|r| match r {
+                Row::Range { path, offset, size } if path == own => {
+                    Some((*size > 0).then_some((*offset, *size)))
+                }
+                _ => None,
+            })
+            .collect()
     }
 }
 
