@@ -5,6 +5,7 @@ mod args;
 mod docs;
 pub mod inspect;
 mod progress;
+mod refresh;
 
 use std::io::{BufWriter, Write};
 use std::os::fd::AsFd;
@@ -93,6 +94,14 @@ struct StoreArgs {
     /// (@branches/NAME, @tags/NAME, @snapshots/ID) beside the default tree.
     #[arg(long)]
     versions: bool,
+}
+
+/// `--refresh`: an interval, off (`Some(None)`), or the default (`None`).
+#[derive(Clone, Copy)]
+struct Refresh(Option<Option<Duration>>);
+
+fn parse_refresh(s: &str) -> std::result::Result<Refresh, String> {
+    crate::daemon::mount::parse_refresh(s).map(Refresh)
 }
 
 /// `--materialize`: a budget, or the default.
@@ -265,6 +274,11 @@ enum Command {
         /// --max-requests).
         #[arg(long)]
         threads: Option<usize>,
+        /// Read the store's metadata again once what was read is this old (1s, 500ms,
+        /// 10m), so that grown, new, removed and rewritten arrays show; `off`: never.
+        /// Default (auto): 60s for a remote store, off for a local one.
+        #[arg(long, default_value = "auto", value_parser = parse_refresh)]
+        refresh: Refresh,
         #[command(flatten)]
         log: logging::LogArgs,
         /// FUSE options (allow_other, allow_root, default_permissions, ...), store
@@ -275,6 +289,9 @@ enum Command {
     },
     /// Unmount a zarrfs mount, including a stale one left by a killed daemon.
     Umount { mountpoint: PathBuf },
+    /// Have a mount read PATH (a file or folder inside it, or the mountpoint: all of it)
+    /// from its store again now; a setxattr of user.zarrfs.refresh on PATH does the same.
+    Refresh { path: PathBuf },
     /// Write a small demo hierarchy (v3 with zstd and sharding, v2, an implicit group).
     Demo { dir: PathBuf },
     /// Print the hierarchy: nodes, kinds, shapes, data types, chunks, codecs, attributes.
@@ -461,6 +478,7 @@ fn run(cli: Cli) -> Result<()> {
             io,
             materialize,
             threads,
+            refresh,
             log: _,
             options,
         } => {
@@ -483,10 +501,12 @@ fn run(cli: Cli) -> Result<()> {
                 threads,
                 io,
                 materialize: materialize.0,
+                refresh: refresh.0,
                 options: fuse_options,
             })
         }
         Command::Umount { mountpoint } => crate::daemon::mount::unmount(&mountpoint),
+        Command::Refresh { path } => refresh::refresh(&path),
         Command::Demo { dir } => {
             crate::hierarchy::demo::write(&dir)?;
             println!("wrote a demo hierarchy to {}", dir.display());

@@ -23,8 +23,9 @@ use fuser::{
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-/// Entries and attributes never change while mounted.
-const TTL: Duration = Duration::from_secs(24 * 3600);
+/// The extended attribute whose `setxattr` reads a node and all below it from the store
+/// again (`zarrfs refresh PATH`).
+pub const REFRESH_XATTR: &str = "user.zarrfs.refresh";
 
 /// Threads answering lookups, attributes, listings and xattrs.
 const META_THREADS: usize = 2;
@@ -52,6 +53,9 @@ pub struct FuseAdapter {
     meta: Pool,
     owner: Owner,
     faults: Faults,
+    /// How the kernel is told to drop what it caches of a refreshed node (set once the
+    /// session is made).
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     /// Called once when the session ends, before fuser tears the mount down.
     on_end: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
@@ -121,10 +125,16 @@ impl FuseAdapter {
     /// An adapter whose reads run on `threads` workers per file (plus spares).
     /// `materialize`: the budget of files served by the kernel (0: off).
     pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode, materialize: u64) -> FuseAdapter {
+        // Only direct-IO reads reach the daemon again on a re-read (the page cache
+        // answers the others): with no copies to serve them, their chunks stay.
+        let materializer = Materializer::new(fs.clone(), materialize, io == IoMode::Direct);
+        if fs.attr_ttl() < Duration::from_secs(24 * 3600) {
+            // A copy holds one version of an array, and the kernel serves it with no
+            // word to the daemon: it would outlive a change.
+            materializer.disable("the store is refreshed while mounted (--refresh)");
+        }
         FuseAdapter {
-            // Only direct-IO reads reach the daemon again on a re-read (the page cache
-            // answers the others): with no copies to serve them, their chunks stay.
-            materializer: Materializer::new(fs.clone(), materialize, io == IoMode::Direct),
+            materializer,
             fs,
             io: Arc::new(IoPolicy::new(io)),
             reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
@@ -136,8 +146,14 @@ impl FuseAdapter {
                 mounted_at: SystemTime::now(),
             },
             faults: Faults::from_env(),
+            notifier: Arc::new(std::sync::OnceLock::new()),
             on_end: None,
         }
+    }
+
+    /// Where the session's notifier goes once the session is made.
+    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.notifier.clone()
     }
 
     /// Run `end` when the session has ended (all request loops returned), before the
@@ -221,7 +237,7 @@ impl Filesystem for FuseAdapter {
         let name = name.to_string_lossy().into_owned();
         self.meta(move |fs, owner| {
             reply!(reply, "lookup", fs.lookup(parent.0, &name), |a| reply
-                .entry(&TTL, &owner.attr(&a), Generation(0)))
+                .entry(&fs.attr_ttl(), &owner.attr(&a), Generation(0)))
         })
     }
 
@@ -233,7 +249,7 @@ impl Filesystem for FuseAdapter {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.meta(move |fs, owner| {
             reply!(reply, "getattr", fs.getattr(ino.0), |a| reply
-                .attr(&TTL, &owner.attr(&a)))
+                .attr(&fs.attr_ttl(), &owner.attr(&a)))
         })
     }
 
@@ -243,7 +259,8 @@ impl Filesystem for FuseAdapter {
         }
         let (materializer, io) = (self.materializer.clone(), self.io.clone());
         self.meta(move |fs, _| {
-            reply!(reply, "open", fs.open(ino.0), |fh| {
+            reply!(reply, "open", fs.open_fresh(ino.0), |opened| {
+                let (fh, changed) = opened;
                 match materializer.open(ino.0, |file| reply.open_backing(file)) {
                     Opened::Passthrough(id) => {
                         // The kernel reads the copy: the daemon's handle is not needed.
@@ -257,6 +274,8 @@ impl Filesystem for FuseAdapter {
                     Opened::Daemon => {
                         let copied = materializer.will_copy(ino.0);
                         let flags = match io.open(ino.0, copied) {
+                            // Changed since its last open: the kernel drops its pages.
+                            OpenIo::Cache if changed => FopenFlags::empty(),
                             OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,
                             OpenIo::Direct => FopenFlags::FOPEN_DIRECT_IO,
                         };
@@ -393,6 +412,44 @@ impl Filesystem for FuseAdapter {
         })
     }
 
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        if name != REFRESH_XATTR {
+            return reply.error(Errno::EROFS);
+        }
+        let notifier = self.notifier.clone();
+        self.meta(move |fs, _| {
+            reply!(reply, "refresh", fs.refresh(ino.0), |inodes| {
+                // The kernel drops the attributes and pages it holds of each, so that
+                // the next stat and open ask again.
+                if let Some(n) = notifier.get() {
+                    for ino in &inodes {
+                        let _ = n.inval_inode(INodeNo(*ino), 0, 0);
+                    }
+                }
+                reply.ok();
+                // Names are dropped after the reply: the kernel holds the directory's
+                // lock while the setxattr is answered.
+                if let Some(n) = notifier.get().cloned() {
+                    let names = fs.names_of(&inodes);
+                    std::thread::spawn(move || {
+                        for (parent, name) in names {
+                            let _ = n.inval_entry(INodeNo(parent), OsStr::new(&name));
+                        }
+                    });
+                }
+            })
+        })
+    }
+
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         self.meta(move |fs, _| {
             reply!(reply, "listxattr", fs.xattrs(ino.0), |attrs| {
@@ -470,7 +527,6 @@ impl Filesystem for FuseAdapter {
             _flags: OpenFlags, _lock_owner: Option<LockOwner>
         ) -> ReplyWrite;
         fn create(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _flags: i32) -> ReplyCreate;
-        fn setxattr(_ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32) -> ReplyEmpty;
         fn removexattr(_ino: INodeNo, _name: &OsStr) -> ReplyEmpty;
         fn fallocate(
             _ino: INodeNo, _fh: FileHandle, _offset: u64, _length: u64, _mode: i32

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use fuser::{Config, MountOption, SessionACL};
 
@@ -45,8 +46,44 @@ pub struct MountConfig {
     /// The budget of arrays served by the kernel from backing files (0: off; `None`:
     /// [`default_materialize`]).
     pub materialize: Option<u64>,
+    /// How long what was read of the store stays good (`Some(None)`: for the mount's
+    /// life; `None`: [`default_refresh`]).
+    pub refresh: Option<Option<Duration>>,
     /// FUSE mount options.
     pub options: Vec<String>,
+}
+
+/// A remote store's metadata is read again after this long by default.
+pub const REMOTE_REFRESH: Duration = Duration::from_secs(60);
+
+/// The refresh interval of a store by default: a minute for a remote store (a few
+/// requests per node a minute); none for a local folder or archive (nothing watches it
+/// for changes yet, and reading it again would decode its arrays again).
+pub fn default_refresh(store: &str) -> Option<Duration> {
+    let remote = store
+        .split_once("://")
+        .is_some_and(|(scheme, _)| !scheme.eq_ignore_ascii_case("file"));
+    remote.then_some(REMOTE_REFRESH)
+}
+
+/// `--refresh`: a duration (`1s`, `500ms`, `10m`, a number of seconds) or `off`; `auto`
+/// for [`default_refresh`].
+pub fn parse_refresh(s: &str) -> std::result::Result<Option<Option<Duration>>, String> {
+    match s.trim() {
+        "auto" => Ok(None),
+        "off" | "no" | "never" => Ok(Some(None)),
+        t => {
+            let d = match t.parse::<f64>() {
+                Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::from_secs_f64(secs),
+                Ok(_) => return Err(format!("{t:?}: not a duration")),
+                Err(_) => humantime::parse_duration(t).map_err(|e| format!("{t:?}: {e}"))?,
+            };
+            if d.is_zero() || d > Duration::from_secs(365 * 24 * 3600) {
+                return Err(format!("{t:?}: more than 0 and at most a year, or off"));
+            }
+            Ok(Some(Some(d)))
+        }
+    }
 }
 
 /// `-o key=value` options that are the kernel's or libfuse's, not the store's.
@@ -102,17 +139,21 @@ pub fn parse_size(s: &str) -> std::result::Result<usize, String> {
 
 /// The session's configuration: mount options, who may use the mount, and `threads`
 /// loops reading requests from the kernel, each on its own cloned `/dev/fuse` descriptor.
-fn session_config(store: &str, extra: &[String], threads: usize) -> Config {
+/// A mount that refreshes is not flagged read-only to the kernel, which would refuse the
+/// `setxattr` of `user.zarrfs.refresh` itself; the daemon still refuses every write.
+fn session_config(store: &str, extra: &[String], threads: usize, refreshes: bool) -> Config {
     let mut config = Config::default();
     config.n_threads = Some(threads.max(1));
     config.clone_fd = true;
     let mut options = vec![
-        MountOption::RO,
         MountOption::FSName(format!("zarrfs:{store}")),
         MountOption::Subtype("zarrfs".into()),
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
+    if !refreshes {
+        options.insert(0, MountOption::RO);
+    }
     for o in extra
         .iter()
         .flat_map(|o| o.split(','))
@@ -256,7 +297,12 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     if cfg.fs.prefetch_threads == 0 {
         cfg.fs.prefetch_threads = threads * PREFETCH_PER_CORE;
     }
-    let fs = Arc::new(ZarrFs::new(hierarchy, cfg.fs, &name));
+    let refresh = cfg.refresh.unwrap_or_else(|| default_refresh(&cfg.store));
+    match refresh {
+        Some(d) => log::info!("refresh: what is read of the store is read again after {d:?}"),
+        None => log::info!("refresh: off"),
+    }
+    let fs = Arc::new(ZarrFs::new(hierarchy.with_refresh(refresh), cfg.fs, &name));
     let materialize = cfg.materialize.unwrap_or_else(default_materialize);
     // The session's /dev/fuse descriptor, to tell at the end whether the kernel has ended
     // the connection.
@@ -279,9 +325,11 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
             std::process::exit(0);
         }
     });
-    let config = session_config(&cfg.store, &cfg.options, request_loops());
+    let config = session_config(&cfg.store, &cfg.options, request_loops(), refresh.is_some());
+    let notifier = adapter.notifier_slot();
     let mut session = fuser::Session::new(adapter, &mountpoint, &config)
         .map_err(|e| Error::Invalid(crate::daemon::mount_failure::explain(&mountpoint, &e)))?;
+    let _ = notifier.set(session.notifier());
     match session.as_fd().try_clone_to_owned() {
         Ok(fd) => {
             let _ = device.set(fd);

@@ -24,6 +24,14 @@ impl TreeId {
     pub const MOUNT: TreeId = TreeId(0);
 }
 
+/// Which reading of the hierarchy something was built from: when its node was read (or
+/// the listing made), and the forced refreshes until then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub read_at: Option<std::time::Instant>,
+    pub refreshes: u64,
+}
+
 /// What an inode stands for: a node path of its tree and the kind of file it shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
@@ -39,6 +47,19 @@ pub enum Node {
     GroupSidecar(String),
 }
 
+impl Node {
+    /// The node path the inode's file shows.
+    pub fn path(&self) -> &str {
+        match self {
+            Node::Dir(p)
+            | Node::Array(p)
+            | Node::View(p, _)
+            | Node::ArraySidecar(p)
+            | Node::GroupSidecar(p) => p,
+        }
+    }
+}
+
 /// One inode: its tree, node, parent and name, and what has been loaded for it.
 pub struct Entry {
     pub parent: u64,
@@ -47,10 +68,11 @@ pub struct Entry {
     pub node: Node,
     /// Lookups the kernel holds (each answered lookup adds one, `forget` takes them back).
     lookups: AtomicU64,
-    /// A directory's listing, sorted, built once (dropped when a child is forgotten).
-    pub listing: Mutex<Option<Arc<Vec<super::DirEntry>>>>,
-    /// A file's loaded content.
-    pub content: Mutex<Option<Arc<Content>>>,
+    /// A directory's listing, sorted, built once (dropped when a child is forgotten;
+    /// built again when the hierarchy's reading it came from is no longer good).
+    pub listing: Mutex<Option<(Stamp, Arc<Vec<super::DirEntry>>)>>,
+    /// A file's loaded content, and the reading of its node it was loaded from.
+    pub content: Mutex<Option<(Stamp, Arc<Content>)>>,
 }
 
 pub struct Inodes {
@@ -81,11 +103,15 @@ impl Inodes {
             .copied()
     }
 
-    /// The inode of `name` in `parent`, created for `node` (of the parent's tree) when new.
+    /// The inode of `name` in `parent`, created for `node` (of the parent's tree) when new
+    /// or when the name stood for another node (an array that became a group): the old
+    /// inode then lives on, nameless, until the kernel forgets it.
     pub fn insert(&self, parent: u64, name: &str, node: Node) -> u64 {
         let mut by_name = self.by_name.write();
         if let Some(ino) = by_name.get(&(parent, name.to_string())) {
-            return *ino;
+            if self.get(*ino).is_none_or(|e| e.node == node) {
+                return *ino;
+            }
         }
         let tree = self
             .entries
@@ -125,12 +151,30 @@ impl Inodes {
         if left > 0 {
             return;
         }
-        by_name.remove(&(entry.parent, entry.name.clone()));
+        let key = (entry.parent, entry.name.clone());
+        if by_name.get(&key) == Some(&ino) {
+            by_name.remove(&key);
+        }
         self.entries.write().remove(&ino);
         // The parent's listing named the inode: the next listing names its successor.
         if let Some(parent) = self.get(entry.parent) {
             parent.listing.lock().take();
         }
+    }
+
+    /// The inodes whose node path is `path` or below it (every inode for "").
+    pub fn under(&self, path: &str) -> Vec<u64> {
+        self.entries
+            .read()
+            .iter()
+            .filter(|(_, e)| {
+                let p = e.node.path();
+                path.is_empty()
+                    || p == path
+                    || p.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
+            })
+            .map(|(ino, _)| *ino)
+            .collect()
     }
 
     /// How many inodes are known.

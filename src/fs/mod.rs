@@ -24,7 +24,7 @@ pub use crate::read::view::{Now, UnitSlice};
 use crate::{Error, Result};
 use content::{Content, Part};
 use handles::{Handle, Handles};
-use inode::{Entry, Inodes, Node};
+use inode::{Entry, Inodes, Node, Stamp};
 pub use inode::{TreeId, ROOT};
 use views::{Context, Placement, Segment, ViewKind, ViewSet};
 
@@ -76,8 +76,12 @@ pub struct ZarrFs {
     root_array: Option<String>,
     views: ViewSet,
     /// Each array's flat content, by node path: one per array, whichever of its files
-    /// (raw, `.npy`, `.tif`) is read, so they share one view and its cached chunks.
-    flats: Mutex<HashMap<String, Arc<Content>>>,
+    /// (raw, `.npy`, `.tif`) is read, so they share one view and its cached chunks; with
+    /// the reading of the array it was made from.
+    flats: Mutex<HashMap<String, (Stamp, Arc<Content>)>>,
+    /// The content each inode was last opened with: a new open of other content (the
+    /// array changed) must not be answered from the kernel's cached pages.
+    opened: Mutex<HashMap<u64, Stamp>>,
     /// Why a view of an array has no file (`None`: it has one), by path and kind: its
     /// header is built once to find out, not at every listing, lookup and xattr read.
     absent: Mutex<HashMap<(String, ViewKind), Option<String>>>,
@@ -133,8 +137,48 @@ impl ZarrFs {
             root_array,
             views: options.views.clone(),
             flats: Mutex::new(HashMap::new()),
+            opened: Mutex::new(HashMap::new()),
             absent: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The reading of the node at `path` that what is built of it now comes from.
+    fn stamp(&self, path: &str) -> Stamp {
+        Stamp {
+            read_at: self.hierarchy.version(path).ok().map(|(_, at)| at),
+            refreshes: self.hierarchy.refreshes(),
+        }
+    }
+
+    /// How long the kernel may keep entries and attributes: the refresh interval (or, with
+    /// none, a day: they never change).
+    pub fn attr_ttl(&self) -> std::time::Duration {
+        self.hierarchy
+            .refresh_interval()
+            .unwrap_or(std::time::Duration::from_secs(24 * 3600))
+    }
+
+    /// The parent and name of each of `inodes` (the root has none).
+    pub fn names_of(&self, inodes: &[u64]) -> Vec<(u64, String)> {
+        inodes
+            .iter()
+            .filter(|&&ino| ino != ROOT)
+            .filter_map(|&ino| self.inodes.get(ino))
+            .map(|e| (e.parent, e.name.clone()))
+            .collect()
+    }
+
+    /// Read `ino`'s node and everything below it from the store again now (`zarrfs
+    /// refresh`, a `setxattr` of `user.zarrfs.refresh`): the inodes whose attributes and
+    /// pages the kernel is to drop.
+    pub fn refresh(&self, ino: u64) -> Result<Vec<u64>> {
+        let entry = self.entry(ino)?;
+        let path = entry.node.path().to_string();
+        self.hierarchy.refresh(&path)?;
+        self.absent
+            .lock()
+            .retain(|(p, _), _| !(path.is_empty() || *p == path || p.starts_with(&format!("{path}/"))));
+        Ok(self.inodes.under(&path))
     }
 
     /// The name of the raw file of the array at `path`.
@@ -317,8 +361,12 @@ impl ZarrFs {
 
     /// [`ZarrFs::lookup`] without counting it.
     fn find(&self, parent: u64, name: &str) -> Result<Attr> {
-        if let Some(ino) = self.inodes.find(parent, name) {
-            return self.getattr(ino);
+        // Under a refresh interval the name is looked up again (from what the hierarchy
+        // holds while it is good): the node may be gone or another.
+        if self.hierarchy.refresh_interval().is_none() {
+            if let Some(ino) = self.inodes.find(parent, name) {
+                return self.getattr(ino);
+            }
         }
         let dir = self.dir_path(parent)?;
         let missing = || Error::NotFound(join(&dir, name));
@@ -359,10 +407,22 @@ impl ZarrFs {
     /// Built once and shared, so that a large directory read in many pieces is cheap.
     pub fn readdir(&self, ino: u64) -> Result<Arc<Vec<DirEntry>>> {
         let entry = self.entry(ino)?;
-        if let Some(listing) = entry.listing.lock().as_ref() {
-            return Ok(listing.clone());
-        }
         let dir = self.dir_path(ino)?;
+        let stamp = Stamp {
+            read_at: None,
+            refreshes: self.hierarchy.refreshes(),
+        };
+        if let Some((made, listing)) = entry.listing.lock().as_ref() {
+            let stale = made.refreshes != stamp.refreshes
+                || made.read_at.is_some_and(|at| self.hierarchy.is_stale(at));
+            if !stale {
+                return Ok(listing.clone());
+            }
+        }
+        let stamp = Stamp {
+            read_at: Some(std::time::Instant::now()),
+            ..stamp
+        };
         let listing: Vec<DirEntry> = self
             .entries(&dir)?
             .into_iter()
@@ -375,32 +435,37 @@ impl ZarrFs {
                 DirEntry { ino, name, kind }
             })
             .collect();
-        let kept = entry
-            .listing
-            .lock()
-            .get_or_insert_with(|| Arc::new(listing))
-            .clone();
-        Ok(kept)
+        let listing = Arc::new(listing);
+        *entry.listing.lock() = Some((stamp, listing.clone()));
+        Ok(listing)
     }
 
-    /// A file's content, loaded once.
+    /// A file's content, loaded once per reading of its node.
     fn content(&self, entry: &Entry) -> Result<Arc<Content>> {
-        if let Some(c) = entry.content.lock().as_ref() {
-            return Ok(c.clone());
+        if let Node::Array(path) = &entry.node {
+            return self.flat(path);
         }
-        let loaded = match &entry.node {
-            Node::Array(path) => self.flat(path)?,
-            node => Arc::new(self.load(node)?),
-        };
-        *entry.content.lock() = Some(loaded.clone());
+        let stamp = self.stamp(entry.node.path());
+        if let Some((made, c)) = entry.content.lock().as_ref() {
+            if *made == stamp {
+                return Ok(c.clone());
+            }
+        }
+        let loaded = Arc::new(self.load(&entry.node)?);
+        *entry.content.lock() = Some((stamp, loaded.clone()));
         Ok(loaded)
     }
 
     /// The raw content of the array at `path`, shared by all of its files. Loaded without
     /// the lock held (it may read the store); the first one stored wins.
     fn flat(&self, path: &str) -> Result<Arc<Content>> {
-        if let Some(c) = self.flats.lock().get(path) {
-            return Ok(c.clone());
+        let stamp = self.stamp(path);
+        if let Some((made, c)) = self.flats.lock().get(path) {
+            // A node gone from the store keeps the content it had (its open files read
+            // on; lookups no longer find it).
+            if *made == stamp || stamp.read_at.is_none() {
+                return Ok(c.clone());
+            }
         }
         let loaded = Arc::new(content::array_file(
             &self.hierarchy,
@@ -409,12 +474,16 @@ impl ZarrFs {
             &self.prefetcher,
             self.layout,
         )?);
-        Ok(self
-            .flats
-            .lock()
-            .entry(path.to_string())
-            .or_insert(loaded)
-            .clone())
+        let mut flats = self.flats.lock();
+        let kept = match flats.get(path) {
+            Some((made, c)) if *made == stamp => c.clone(),
+            _ => {
+                flats.insert(path.to_string(), (stamp, loaded.clone()));
+                loaded
+            }
+        };
+        drop(flats);
+        Ok(kept)
     }
 
     /// The content of a file other than an array's raw file.
@@ -476,9 +545,22 @@ impl ZarrFs {
     /// Open a file: check that it can be read (its metadata and codecs load) and give the
     /// open a handle of its own (its content and readahead); the handle's number.
     pub fn open(&self, ino: u64) -> Result<u64> {
+        self.open_fresh(ino).map(|(fh, _)| fh)
+    }
+
+    /// [`ZarrFs::open`], and whether the content opened differs from what `ino` was
+    /// last opened with (the array changed in the store: the kernel's cached pages of
+    /// it are not its bytes).
+    pub fn open_fresh(&self, ino: u64) -> Result<(u64, bool)> {
         let entry = self.entry(ino)?;
         let content = self.content(&entry)?;
-        Ok(self.handles.open(content))
+        let stamp = self.stamp(entry.node.path());
+        let changed = self
+            .opened
+            .lock()
+            .insert(ino, stamp)
+            .is_some_and(|last| last != stamp);
+        Ok((self.handles.open(content), changed))
     }
 
     /// Close the open file `fh`.

@@ -3,13 +3,20 @@
 //! nodes come from is a [`Catalog`]: a Zarr store walked by its layout (`zarr.rs`), and
 //! next catalogs that list their nodes themselves (Icechunk). `demo.rs` writes a small
 //! hierarchy with zarrfs's own encoders (for `zarrfs demo` and the tests).
+//!
+//! With a refresh interval (`--refresh`), what was resolved, listed or found missing is
+//! read again from the store once older than the interval (and the catalog's consolidated
+//! metadata with it), and [`Hierarchy::refresh`] forgets it at once for a path and all
+//! below it. Each new reading of an array gives its metadata a version of its own, so
+//! that nothing decoded under an older reading is served for it.
 
 pub mod demo;
 mod zarr;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -72,6 +79,11 @@ pub trait Catalog: Send + Sync {
     fn format_label(&self) -> &'static str;
     /// The store chunks are read from.
     fn store(&self) -> &Arc<dyn Store>;
+    /// Read again what the catalog keeps of the store (consolidated metadata) when it is
+    /// older than `max_age` (`None`: whatever its age).
+    fn reload(&self, _max_age: Option<Duration>) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Paths remembered as missing at most; the set starts over when full.
@@ -98,13 +110,28 @@ struct Resolved {
 /// A Zarr hierarchy: a catalog and what has been resolved of it.
 pub struct Hierarchy {
     catalog: Box<dyn Catalog>,
-    /// Nodes resolved so far: nothing refreshes them yet.
+    /// Nodes resolved so far.
     nodes: Mutex<HashMap<String, Resolved>>,
-    /// Paths known to hold no node (negative cache: a lookup of a missing name costs the
-    /// store one visit, not one per `stat`).
-    missing: Mutex<HashSet<String>>,
-    /// Directory listings made so far.
-    listings: Mutex<HashMap<String, Vec<(String, NodeKind)>>>,
+    /// Paths known to hold no node, and since when (negative cache: a lookup of a missing
+    /// name costs the store one visit, not one per `stat`).
+    missing: Mutex<HashMap<String, Instant>>,
+    /// Directory listings made so far, and when.
+    listings: Mutex<HashMap<String, (Vec<(String, NodeKind)>, Instant)>>,
+    /// How long what was read stays good (`None`: for the mount's life).
+    refresh: Option<Duration>,
+    /// Forced refreshes so far.
+    refreshes: AtomicU64,
+}
+
+/// Readings of array metadata under a refresh interval: each gets a version of its own.
+static READINGS: AtomicU64 = AtomicU64::new(1);
+
+fn under(path: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 fn join(parent: &str, name: &str) -> String {
@@ -136,8 +163,10 @@ impl Hierarchy {
         let h = Hierarchy {
             catalog,
             nodes: Mutex::new(HashMap::new()),
-            missing: Mutex::new(HashSet::new()),
+            missing: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
+            refresh: None,
+            refreshes: AtomicU64::new(0),
         };
         match h.node("") {
             Ok(_) | Err(Error::NotFound(_)) => Ok(h),
@@ -147,6 +176,43 @@ impl Hierarchy {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         self.catalog.store()
+    }
+
+    /// Read nodes and listings again once older than `interval` (`None`: never).
+    pub fn with_refresh(mut self, interval: Option<Duration>) -> Hierarchy {
+        self.refresh = interval;
+        self
+    }
+
+    /// The refresh interval (`None`: what was read stays good for the mount's life).
+    pub fn refresh_interval(&self) -> Option<Duration> {
+        self.refresh
+    }
+
+    /// Whether what was read at `at` is to be read again.
+    pub fn is_stale(&self, at: Instant) -> bool {
+        self.refresh.is_some_and(|ttl| at.elapsed() >= ttl)
+    }
+
+    /// How many forced refreshes there have been (what was built before the last one is
+    /// to be built again).
+    pub fn refreshes(&self) -> u64 {
+        self.refreshes.load(Ordering::Relaxed)
+    }
+
+    /// Forget what was read of `path` and every node below it (and the catalog's
+    /// consolidated metadata): the next look reads the store as it is now.
+    pub fn refresh(&self, path: &str) -> Result<()> {
+        let path = normalize(path);
+        self.catalog.reload(None)?;
+        self.nodes.lock().retain(|p, _| !under(p, &path));
+        self.missing.lock().retain(|p, _| !under(p, &path));
+        // A listing of a parent names the node too.
+        self.listings
+            .lock()
+            .retain(|p, _| !under(p, &path) && !under(&path, p));
+        self.refreshes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     pub fn format_label(&self) -> &'static str {
@@ -188,30 +254,54 @@ impl Hierarchy {
 
     fn resolved(&self, path: &str) -> Result<Resolved> {
         let path = normalize(path);
-        if let Some(node) = self.nodes.lock().get(&path) {
-            return Ok(node.clone());
+        let known = self.nodes.lock().get(&path).cloned();
+        if let Some(node) = &known {
+            if !self.is_stale(node.checked) {
+                return Ok(node.clone());
+            }
         }
-        if self.missing.lock().contains(&path) {
+        let missing_since = self.missing.lock().get(&path).copied();
+        if missing_since.is_some_and(|t| !self.is_stale(t)) {
             return Err(Error::NotFound(if path.is_empty() {
                 "/".into()
             } else {
                 path
             }));
         }
+        if known.is_some() || missing_since.is_some() {
+            self.reload_catalog();
+        }
         match self.resolve(&path) {
             Ok(node) => {
+                self.missing.lock().remove(&path);
                 self.nodes.lock().insert(path, node.clone());
                 Ok(node)
             }
             Err(Error::NotFound(what)) => {
+                self.nodes.lock().remove(&path);
                 let mut missing = self.missing.lock();
                 if missing.len() >= MAX_MISSING {
                     missing.clear();
                 }
-                missing.insert(path);
+                missing.insert(path, Instant::now());
                 Err(Error::NotFound(what))
             }
-            Err(e) => Err(e),
+            // A node read before and unreadable now (a store that does not answer)
+            // stays as it was read.
+            Err(e) => match known {
+                Some(node) => {
+                    log::warn!("refresh of /{path}: {e} (kept as read before)");
+                    Ok(node)
+                }
+                None => Err(e),
+            },
+        }
+    }
+
+    /// The catalog's consolidated metadata read again when older than the interval.
+    fn reload_catalog(&self) {
+        if let Err(e) = self.catalog.reload(self.refresh) {
+            log::warn!("refresh: {e}");
         }
     }
 
@@ -219,7 +309,14 @@ impl Hierarchy {
         let checked = Instant::now();
         let (node, version) = match self.catalog.node(path)? {
             Some((NodeMetadata::Array(mut a), version)) => {
-                a.version = version.clone();
+                a.version = match &version {
+                    // Chunks may change under unchanged metadata: each reading is new.
+                    Version::Tag(tag) if self.refresh.is_some() => Version::Tag(format!(
+                        "{tag} (reading {})",
+                        READINGS.fetch_add(1, Ordering::Relaxed)
+                    )),
+                    v => v.clone(),
+                };
                 (Node::Array(Arc::new(*a)), version)
             }
             Some((NodeMetadata::Group(g), version)) => (Node::Group(g), version),
@@ -236,14 +333,19 @@ impl Hierarchy {
     }
 
     /// The children of the group at `path`, sorted by name, with their kinds (listed
-    /// once: nothing refreshes them yet).
+    /// again once older than the refresh interval).
     pub fn children(&self, path: &str) -> Result<Vec<(String, NodeKind)>> {
         let path = normalize(path);
-        if let Some(hit) = self.listings.lock().get(&path) {
-            return Ok(hit.clone());
+        let known = self.listings.lock().get(&path).cloned();
+        if let Some((hit, at)) = known {
+            if !self.is_stale(at) {
+                return Ok(hit);
+            }
+            self.reload_catalog();
         }
+        let at = Instant::now();
         let children = self.list_children(&path)?;
-        self.listings.lock().insert(path, children.clone());
+        self.listings.lock().insert(path, (children.clone(), at));
         Ok(children)
     }
 

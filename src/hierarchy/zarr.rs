@@ -3,6 +3,9 @@
 //! without metadata (implicit) found by looking below a folder for a node's documents.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
 
 use super::{join, valid_name, Catalog};
 use crate::error::{Error, Result};
@@ -21,7 +24,11 @@ pub(super) const IMPLICIT_BUDGET: usize = 1024;
 pub struct ZarrCatalog {
     store: Arc<dyn Store>,
     layout: Layout,
-    consolidated: Option<Consolidated>,
+    /// The consolidated metadata, when the store had some at open (read again by
+    /// [`Catalog::reload`]).
+    consolidated: RwLock<Option<Arc<Consolidated>>>,
+    /// When it was read.
+    read_at: Mutex<Instant>,
 }
 
 impl ZarrCatalog {
@@ -32,14 +39,16 @@ impl ZarrCatalog {
             return Ok(ZarrCatalog {
                 store,
                 layout: found.layout,
-                consolidated: found.consolidated,
+                consolidated: RwLock::new(found.consolidated.map(Arc::new)),
+                read_at: Mutex::new(Instant::now()),
             });
         }
         // No root document: an implicit root group (v2 and v3 nodes are both found).
         let catalog = ZarrCatalog {
             store,
             layout: Layout::V3,
-            consolidated: None,
+            consolidated: RwLock::new(None),
+            read_at: Mutex::new(Instant::now()),
         };
         if catalog.contains_node("", IMPLICIT_DEPTH, &mut { IMPLICIT_BUDGET })? {
             return Ok(catalog);
@@ -49,9 +58,14 @@ impl ZarrCatalog {
         ))
     }
 
+    fn consolidated(&self) -> Option<Arc<Consolidated>> {
+        self.consolidated.read().clone()
+    }
+
     /// A document, from consolidated metadata when the store has it.
     fn doc(&self, key: &str) -> Result<Option<Doc>> {
-        let covered = self.consolidated.as_ref().and_then(|c| {
+        let consolidated = self.consolidated();
+        let covered = consolidated.as_ref().and_then(|c| {
             let value = self.layout.consolidated_doc(&c.docs, key)?;
             Some(value.map(|value| Doc {
                 value: value.clone(),
@@ -67,7 +81,7 @@ impl ZarrCatalog {
     /// Whether any node lies below the folder of `path` (within `depth` levels), spending
     /// at most `budget` store requests.
     fn contains_node(&self, path: &str, depth: usize, budget: &mut usize) -> Result<bool> {
-        if let Some(c) = &self.consolidated {
+        if let Some(c) = self.consolidated() {
             let prefix = v3::prefix_of(path);
             return Ok(c.docs.keys().any(|k| k.starts_with(&prefix)));
         }
@@ -107,7 +121,7 @@ impl Catalog for ZarrCatalog {
     }
 
     fn child_names(&self, path: &str) -> Result<Vec<String>> {
-        let Some(c) = &self.consolidated else {
+        let Some(c) = self.consolidated() else {
             let listing = self.store.list_dir(&self.layout.folder(path))?;
             return Ok(self.layout.child_names(&listing));
         };
@@ -144,5 +158,25 @@ impl Catalog for ZarrCatalog {
 
     fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    fn reload(&self, max_age: Option<Duration>) -> Result<()> {
+        if self.consolidated().is_none() {
+            return Ok(());
+        }
+        {
+            // One reader reloads; the others go on with what is there.
+            let mut read_at = self.read_at.lock();
+            if max_age.is_some_and(|age| read_at.elapsed() < age) {
+                return Ok(());
+            }
+            *read_at = Instant::now();
+        }
+        let found = layout::detect(&*self.store)?.and_then(|d| d.consolidated);
+        match found {
+            Some(c) => *self.consolidated.write() = Some(Arc::new(c)),
+            None => log::warn!("refresh: the store's consolidated metadata is gone; kept as read before"),
+        }
+        Ok(())
     }
 }
