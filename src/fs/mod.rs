@@ -175,9 +175,9 @@ impl ZarrFs {
         let entry = self.entry(ino)?;
         let path = entry.node.path().to_string();
         self.hierarchy.refresh(&path)?;
-        self.absent
-            .lock()
-            .retain(|(p, _), _| !(path.is_empty() || *p == path || p.starts_with(&format!("{path}/"))));
+        self.absent.lock().retain(|(p, _), _| {
+            !(path.is_empty() || *p == path || p.starts_with(&format!("{path}/")))
+        });
         Ok(self.inodes.under(&path))
     }
 

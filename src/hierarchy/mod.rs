@@ -116,12 +116,15 @@ pub struct Hierarchy {
     /// name costs the store one visit, not one per `stat`).
     missing: Mutex<HashMap<String, Instant>>,
     /// Directory listings made so far, and when.
-    listings: Mutex<HashMap<String, (Vec<(String, NodeKind)>, Instant)>>,
+    listings: Mutex<HashMap<String, (Listing, Instant)>>,
     /// How long what was read stays good (`None`: for the mount's life).
     refresh: Option<Duration>,
     /// Forced refreshes so far.
     refreshes: AtomicU64,
 }
+
+/// A group's children and their kinds.
+type Listing = Vec<(String, NodeKind)>;
 
 /// Readings of array metadata under a refresh interval: each gets a version of its own.
 static READINGS: AtomicU64 = AtomicU64::new(1);

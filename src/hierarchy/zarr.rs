@@ -175,7 +175,9 @@ impl Catalog for ZarrCatalog {
         let found = layout::detect(&*self.store)?.and_then(|d| d.consolidated);
         match found {
             Some(c) => *self.consolidated.write() = Some(Arc::new(c)),
-            None => log::warn!("refresh: the store's consolidated metadata is gone; kept as read before"),
+            None => log::warn!(
+                "refresh: the store's consolidated metadata is gone; kept as read before"
+            ),
         }
         Ok(())
     }

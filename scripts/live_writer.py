@@ -1,0 +1,90 @@
+"""Change a Zarr store while a zarrfs mount reads it (tests/refresh.rs).
+
+    live_writer.py STORE FORMAT STEPS PAUSE LOG GO
+
+Creates, in STORE (a folder, or s3://bucket/prefix with the endpoint in the environment
+variable ZARRFS_S3_ENDPOINT), a group of Zarr FORMAT (2 or 3) written by zarr-python 3:
+
+  grow   int32, shape (1, 4), chunks (1, 4), fill -1; row r holds r*10 + [0, 1, 2, 3].
+         Time steps are appended one row at a time.
+  over   int32, shape (4, 4), chunks (1, 4), fill -1; row r starts at -2 and is
+         overwritten with the step number k (every element) when k % 4 == r.
+  extra_k  uint8, shape (8,), chunks (4,), every element k; made at step k (k % 3 == 2)
+         and deleted three steps later.
+
+Once made, it waits for the file GO to exist (the reader mounts the store meanwhile).
+Then makes STEPS changes, PAUSE seconds apart, cycling through append, overwrite, add
+and delete. After each change is complete it appends one JSON line to LOG: the time
+(time.time()), the step, what changed, and the state it left (grow's rows, over's row
+values, the extra arrays there). The first line is the state after creation.
+"""
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import zarr
+
+
+def open_root(spec: str, fmt: int):
+    if spec.startswith("s3://"):
+        from zarr.storage import FsspecStore
+
+        store = FsspecStore.from_url(spec, storage_options={
+            "anon": True, "client_kwargs": {"endpoint_url": os.environ["ZARRFS_S3_ENDPOINT"],
+                                            "region_name": "us-east-1"}})
+        return zarr.open_group(store, mode="w", zarr_format=fmt)
+    return zarr.open_group(spec, mode="w", zarr_format=fmt)
+
+
+def main() -> None:
+    spec, fmt, steps, pause, log_path, go = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]),
+                                             sys.argv[5], sys.argv[6])
+    root = open_root(spec, fmt)
+    grow = root.create_array("grow", shape=(1, 4), chunks=(1, 4), dtype="int32", fill_value=-1)
+    grow[:] = np.arange(4, dtype="int32")[None, :]
+    over = root.create_array("over", shape=(4, 4), chunks=(1, 4), dtype="int32", fill_value=-1)
+    over[:] = -2
+    rows, values, extras = 1, [-2] * 4, []
+    with open(log_path, "w") as log:
+        def record(step, change):
+            log.write(json.dumps({"time": time.time(), "step": step, "change": change, "grow_rows": rows,
+                                  "over": values, "extras": extras}) + "\n")
+            log.flush()
+
+        record(0, "created")
+        deadline = time.time() + 120
+        while not os.path.exists(go):
+            if time.time() > deadline:
+                sys.exit("live_writer: no go after 120 s")
+            time.sleep(0.02)
+        for k in range(1, steps + 1):
+            time.sleep(pause)
+            kind = k % 3 if k % 6 != 5 else 3
+            if kind == 0:
+                grow.append((rows * 10 + np.arange(4, dtype="int32"))[None, :], axis=0)
+                rows += 1
+                change = f"grow: row {rows - 1}"
+            elif kind == 1:
+                r = k % 4
+                over[r, :] = k
+                values[r] = k
+                change = f"over: row {r} = {k}"
+            elif kind == 2:
+                a = root.create_array(f"extra_{k}", shape=(8,), chunks=(4,), dtype="uint8", fill_value=0)
+                a[:] = k % 256
+                extras.append(k)
+                change = f"extra_{k}: made"
+            else:
+                gone = [e for e in extras if e <= k - 3]
+                for e in gone:
+                    del root[f"extra_{e}"]
+                    extras.remove(e)
+                change = f"deleted {gone}"
+            record(k, change)
+
+
+if __name__ == "__main__":
+    main()
