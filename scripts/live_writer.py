@@ -3,7 +3,7 @@
     live_writer.py STORE FORMAT STEPS PAUSE LOG GO
 
 Creates, in STORE (a folder, or s3://bucket/prefix with the endpoint in the environment
-variable ZARRFS_S3_ENDPOINT), a group of Zarr FORMAT (2 or 3) written by zarr-python 3:
+variable ZARRFS_S3_ENDPOINT: then through obstore), a group of Zarr FORMAT (2 or 3) written by zarr-python 3:
 
   grow   int32, shape (1, 4), chunks (1, 4), fill -1; row r holds r*10 + [0, 1, 2, 3].
          Time steps are appended one row at a time.
@@ -30,12 +30,14 @@ import zarr
 
 def open_root(spec: str, fmt: int):
     if spec.startswith("s3://"):
-        from zarr.storage import FsspecStore
+        # Through obstore (zarr-python's ObjectStore), unsigned, to a local test server.
+        from obstore.store import S3Store
+        from zarr.storage import ObjectStore
 
-        store = FsspecStore.from_url(spec, storage_options={
-            "anon": True, "client_kwargs": {"endpoint_url": os.environ["ZARRFS_S3_ENDPOINT"],
-                                            "region_name": "us-east-1"}})
-        return zarr.open_group(store, mode="w", zarr_format=fmt)
+        bucket, _, prefix = spec[len("s3://"):].partition("/")
+        store = S3Store(bucket, prefix=prefix, endpoint=os.environ["ZARRFS_S3_ENDPOINT"], skip_signature=True,
+                        region="us-east-1", client_options={"allow_http": True})
+        return zarr.open_group(ObjectStore(store), mode="w", zarr_format=fmt)
     return zarr.open_group(spec, mode="w", zarr_format=fmt)
 
 

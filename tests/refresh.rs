@@ -1,5 +1,6 @@
-//! Live stores: zarr-python 3 changes a store while a mount with `--refresh 1s` serves
-//! it (scripts/live_writer.py appends rows, overwrites chunks, adds and deletes arrays,
+//! Live stores: zarr-python 3 changes a v3 and a v2 store, in a local folder and in a
+//! bucket of s3s-fs, while a mount with `--refresh 1s` serves it
+//! (scripts/live_writer.py appends rows, overwrites chunks, adds and deletes arrays,
 //! and logs each state it leaves), and eight readers list, stat and read the mount all
 //! the while. Every read must be made of chunks zarr-python wrote (never a torn chunk),
 //! must show every change made more than twice the interval before it was opened, and
@@ -15,6 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::mount::{test_python, wait_until, Mount};
+use common::servers::s3s_fs;
 use common::{assert_no_failures, zarrfs, TempDir};
 use serde_json::Value;
 
@@ -203,21 +205,55 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/live_writer.py")
 }
 
-/// zarr-python changes a Zarr `format` store while readers read it through a mount.
-fn readers_follow_a_changing_store(format: &str) {
+/// The Python of the Icechunk fixtures' venv, which has obstore (the writer's S3 client).
+fn obstore_python() -> PathBuf {
+    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/venv-icechunk/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: scripts/test.sh makes it",
+        python.display()
+    );
+    python
+}
+
+/// zarr-python changes a Zarr `format` store while readers read it through a mount:
+/// a local folder, or with `s3`, a bucket of s3s-fs.
+fn readers_follow_a_changing_store(format: &str, s3: bool) {
     let tmp = TempDir::new("live");
-    let store = tmp.path().join("live.zarr");
+    let buckets = tmp.path().join("buckets");
+    std::fs::create_dir_all(buckets.join("live")).expect("bucket");
+    let server = s3.then(|| s3s_fs(&buckets, None));
     let (log, go) = (tmp.path().join("log.jsonl"), tmp.path().join("go"));
-    let mut writer = Command::new(test_python())
-        .arg(script())
-        .arg(&store)
-        .args([format, "36", "0.25"])
-        .arg(&log)
-        .arg(&go)
-        .spawn()
-        .expect("start live_writer.py");
+    let mut writer = match &server {
+        Some(server) => {
+            let mut c = Command::new(obstore_python());
+            c.env("ZARRFS_S3_ENDPOINT", server.url())
+                .arg(script())
+                .arg("s3://live/live.zarr");
+            c
+        }
+        None => {
+            let mut c = Command::new(test_python());
+            c.arg(script()).arg(tmp.path().join("live.zarr"));
+            c
+        }
+    }
+    .args([format, "36", "0.25"])
+    .arg(&log)
+    .arg(&go)
+    .spawn()
+    .expect("start live_writer.py");
     wait_until("the writer made the store", || !states(&log).is_empty());
-    let mount = Mount::new(&store, &["--refresh", "1s"]);
+    let options = server
+        .as_ref()
+        .map(|s| format!("endpoint={},allow_http=true,region=us-east-1", s.url()));
+    let mount = match &options {
+        Some(o) => Mount::new(
+            Path::new("s3://live/live.zarr"),
+            &["--refresh", "1s", "--anonymous", "-o", o],
+        ),
+        None => Mount::new(&tmp.path().join("live.zarr"), &["--refresh", "1s"]),
+    };
     std::fs::write(&go, b"").expect("go");
     let stop = AtomicBool::new(false);
     let seen = Mutex::new(Vec::new());
@@ -300,12 +336,22 @@ fn readers_follow_a_changing_store(format: &str) {
 
 #[test]
 fn readers_follow_a_changing_v3_store() {
-    readers_follow_a_changing_store("3");
+    readers_follow_a_changing_store("3", false);
 }
 
 #[test]
 fn readers_follow_a_changing_v2_store() {
-    readers_follow_a_changing_store("2");
+    readers_follow_a_changing_store("2", false);
+}
+
+#[test]
+fn readers_follow_a_changing_v3_store_on_s3() {
+    readers_follow_a_changing_store("3", true);
+}
+
+#[test]
+fn readers_follow_a_changing_v2_store_on_s3() {
+    readers_follow_a_changing_store("2", true);
 }
 
 /// Make the store with zarr-python and its first `steps` changes, at once; the state.
