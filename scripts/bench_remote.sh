@@ -2,13 +2,17 @@
 # raw file; keys start with `r.`). The bench data is served by s3s-fs (S3) through the
 # fault proxy (scripts/fault_proxy.py) adding BENCH_LATENCY_MS (20) per request, on
 # loopback ports picked free; both are ended by their PIDs when the section ends.
-#   r.a.ARRAY      cold `dd bs=1M` through a fresh anonymous s3:// mount; r.a.ARRAY.gets
-#                  GET requests it issued; r.h.ARRAY.vmhwm_kib the daemon's peak RSS
+#   r.a.ARRAY      cold `dd bs=1M` through a fresh anonymous s3:// mount (default
+#                  --refresh: 60s); r.a.ARRAY.gets GET requests it issued;
+#                  r.h.ARRAY.vmhwm_kib the daemon's peak RSS
+#   r.o.ARRAY      the same with --refresh off
 #   r.c.ARRAY      `zarrfs cat` of the same URL to /dev/null
 #   r.d.LIB.ARRAY  tensorstore (s3 kvstore) and zarr-python 3 (obstore) reading it all
 #   r.f.ARRAY      random 4 KiB preads (BENCH_REMOTE_READS, 200) on a fresh mount: p50/p99
 #   r.g.*          `ls -lR` of the 10k-array hierarchy, consolidated by zarr-python, on a
-#                  fresh mount, the LIST requests it issued, and `ls -lR` of the local copy
+#                  fresh mount, the LIST requests it issued, and `ls -lR` of the local copy;
+#                  r.g.requests_again the requests of a second `ls -lR` within the refresh
+#                  interval, r.g.requests_after those of one made after a 2 s interval
 #   r.s.vmhwm_kib  daemon peak RSS with 16 concurrent sequential readers (4 per array)
 latency_ms="${BENCH_LATENCY_MS:-20}"
 remote_reads="${BENCH_REMOTE_READS:-200}"
@@ -62,6 +66,10 @@ for r in $(seq "$repeat"); do
         record "r.a.$a.gets" "$(proxy_count GET)"
         record "r.h.$a.vmhwm_kib" "$(vm_hwm "$rmnt")"
         unmount "$rmnt"
+        drop_caches
+        fresh_mount "s3://bench/big.zarr" "$rmnt" "${s3_args[@]}" --refresh off
+        timed "r.o.$a" dd if="$rmnt/$a" of=/dev/null bs=1M status=none
+        unmount "$rmnt"
         timed "r.c.$a" sh -c '"$0" cat "$@" >/dev/null' "$zarrfs" "s3://bench/big.zarr" "$a" "${s3_args[@]}"
         for lib in tensorstore zarr; do
             "$py" scripts/bench_readers.py readall "$lib" bench/big.zarr "$a" "r.d.$lib.$a" \
@@ -84,7 +92,20 @@ fresh_mount "s3://bench/small_consolidated.zarr" "$rmnt" "${s3_args[@]}"
 proxy_cmd reset >/dev/null
 timed r.g.ls_mount ls_tree "$rmnt"
 record r.g.lists "$(proxy_count LIST)"
-record r.g.requests "$(proxy_cmd stats | tr ' ' '\n' | awk -F= 'NF == 2 && $1 != "DATA" && $1 != "LIST" { n += $2 } END { print n + 0 }')"
+# meta_requests: requests since the last reset, data and listings left out.
+meta_requests() { proxy_cmd stats | tr ' ' '\n' | awk -F= 'NF == 2 && $1 != "DATA" && $1 != "LIST" { n += $2 } END { print n + 0 }'; }
+record r.g.requests "$(meta_requests)"
+proxy_cmd reset >/dev/null
+ls_tree "$rmnt" >/dev/null
+record r.g.requests_again "$(meta_requests)"
+unmount "$rmnt"
+say "(r) ls -lR again after a 2 s refresh interval"
+fresh_mount "s3://bench/small_consolidated.zarr" "$rmnt" "${s3_args[@]}" --refresh 2s
+ls_tree "$rmnt" >/dev/null
+sleep 2.5
+proxy_cmd reset >/dev/null
+ls_tree "$rmnt" >/dev/null
+record r.g.requests_after "$(meta_requests)"
 unmount "$rmnt"
 drop_caches
 fresh_mount "$consolidated" "$rmnt"

@@ -129,24 +129,34 @@ def remote_section(raw: Raw, nbytes: int, add, tput, cache_bytes: int) -> list[s
                      "n/a" if gets is None else f"{gets / (nbytes / MIB):.2f}",
                      fmt_us(raw.num(f"r.f.{key}.cold.p50_us")),
                      fmt_us(raw.num(f"r.f.{key}.cold.p99_us")),
-                     "n/a" if hwm is None else f"{hwm / 1024:.0f} MiB"])
+                     "n/a" if hwm is None else f"{hwm / 1024:.0f} MiB",
+                     fmt_seconds(raw, f"r.o.{key}", nbytes)])
     lines += table(["array", "cold mount", "zarrfs cat", "tensorstore", "zarr-python",
-                    "GETs per MiB", "random 4 KiB p50", "p99", "daemon peak RSS"], rows)
+                    "GETs per MiB", "random 4 KiB p50", "p99", "daemon peak RSS",
+                    "cold mount, --refresh off"], rows)
     ls_mount, ls_local = raw.num("r.g.ls_mount"), raw.num("r.g.ls_local")
     lines += ["", f"`ls -lR` of the consolidated 10k-array hierarchy: mount "
               f"{'n/a' if ls_mount is None else f'{ls_mount:.2f} s'}, local copy "
               f"{'n/a' if ls_local is None else f'{ls_local:.2f} s'}, "
-              f"{raw.text('r.g.lists')} LIST and {raw.text('r.g.requests')} requests in all.", ""]
+              f"{raw.text('r.g.lists')} LIST and {raw.text('r.g.requests')} requests in all; "
+              f"again within the refresh interval: {raw.text('r.g.requests_again')} requests; "
+              f"again after a 2 s interval: {raw.text('r.g.requests_after')}.", ""]
     for key in ("zstd", "sharded"):
         add(f"(r) cold mount / tensorstore read-all over S3, {key}",
             ratio(tput(f"r.a.{key}"), tput(f"r.d.tensorstore.{key}.seconds")), 1.2, True)
         add(f"(r) cold mount / zarrfs cat over S3, {key}",
             ratio(tput(f"r.a.{key}"), tput(f"r.c.{key}")), 0.8, True)
+        add(f"(r) cold mount, --refresh 60s / --refresh off, {key}",
+            ratio(tput(f"r.a.{key}"), tput(f"r.o.{key}")), 0.95, True)
         p50 = raw.num(f"r.f.{key}.cold.p50_us")
         add(f"(r) random 4 KiB p50 in round trips, {key}",
             None if p50 is None else p50 / 1000 / rtt, 2.0, False)
     lists = raw.num("r.g.lists")
     add("(r) LIST requests of `ls -lR`, consolidated 10k hierarchy", lists, 0, False, "{:.0f}")
+    add("(r) requests of a second `ls -lR` within the refresh interval",
+        raw.num("r.g.requests_again"), 0, False, "{:.0f}")
+    add("(r) requests of an `ls -lR` after the refresh interval (one per interval)",
+        raw.num("r.g.requests_after"), 1, False, "{:.0f}")
     add("(r) `ls -lR` mount / (local copy + one round trip)",
         None if ls_mount is None or ls_local is None else ls_mount / (ls_local + rtt / 1000),
         2.0, False)

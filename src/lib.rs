@@ -2,8 +2,8 @@
 //! a flat file of its elements, through a FUSE mount or the `cat` / `inspect` commands.
 //!
 //! The modules are layers, each using only those below it: `cli` → `daemon` → `fs` →
-//! `read` → `hierarchy` → `codec` → `metadata` → `store`, with `error`, `limits` and
-//! `pool` beneath them all.
+//! `read` → `hierarchy` → `codec` → `metadata` → `store`, with `error`, `json`, `limits`
+//! and `pool` beneath them all.
 
 pub mod cli;
 pub mod codec;
@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod error;
 pub mod fs;
 pub mod hierarchy;
+pub mod json;
 pub mod limits;
 pub mod metadata;
 pub mod pool;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-/// Top to bottom; `error`, `limits` and `pool` lie beneath them all.
+/// Top to bottom; `error`, `json`, `limits` and `pool` lie beneath them all.
 const LAYERS: [&str; 8] = [
     "cli",
     "daemon",
@@ -15,7 +15,7 @@ const LAYERS: [&str; 8] = [
     "metadata",
     "store",
 ];
-const BENEATH: [&str; 3] = ["error", "limits", "pool"];
+const BENEATH: [&str; 4] = ["error", "json", "limits", "pool"];
 
 /// The rank of a top-level module: its index in LAYERS, the bottom ones last.
 fn rank(module: &str) -> Option<usize> {

@@ -4,7 +4,6 @@
 pub mod draft;
 pub mod dtype;
 pub mod fill;
-pub mod json;
 pub mod layout;
 pub mod v2;
 pub mod v3;
@@ -232,7 +231,7 @@ pub enum NodeMetadata {
 /// Parse a JSON document, naming the key on failure. Bare `NaN`, `Infinity` and
 /// `-Infinity` values, which Python, netCDF-C and GDAL write, read as those strings.
 pub fn parse_json(bytes: &[u8], key: &str) -> Result<Value> {
-    json::parse(bytes).map_err(|e| Error::metadata(key, e.to_string()))
+    crate::json::parse(bytes).map_err(|e| Error::metadata(key, e.to_string()))
 }
 
 fn u64_list(value: Option<&Value>, what: &str, at: &str) -> Result<Vec<u64>> {

@@ -175,7 +175,7 @@ impl ReferenceStore {
     ) -> Result<ReferenceStore> {
         let label = location.to_string();
         let text = decompress(&label, bytes)?;
-        let doc: Json = crate::metadata::json::parse(&text)
+        let doc: Json = crate::json::parse(&text)
             .map_err(|e| Error::metadata(&label, format!("reference set: {e}")))?;
         let Json::Object(doc) = doc else {
             return Err(Error::metadata(&label, "reference set: not a JSON object"));

@@ -69,7 +69,7 @@ impl ParquetRefs {
             return Ok(None);
         };
         // Documents inline as JSON values may hold bare NaN (VirtualiZarr writes them).
-        let Ok(doc) = crate::metadata::json::parse(&value.bytes) else {
+        let Ok(doc) = crate::json::parse(&value.bytes) else {
             return Ok(None);
         };
         let Some(record_size) = doc.get("record_size") else {
