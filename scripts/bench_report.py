@@ -140,7 +140,7 @@ def remote_section(raw: Raw, nbytes: int, add, tput, cache_bytes: int) -> list[s
               f"{'n/a' if ls_local is None else f'{ls_local:.2f} s'}, "
               f"{raw.text('r.g.lists')} LIST and {raw.text('r.g.requests')} requests in all; "
               f"again within the refresh interval: {raw.text('r.g.requests_again')} requests; "
-              f"again after a 2 s interval: {raw.text('r.g.requests_after')}.", ""]
+              f"again after a 10 s interval: {raw.text('r.g.requests_after')}.", ""]
     for key in ("zstd", "sharded"):
         add(f"(r) cold mount / tensorstore read-all over S3, {key}",
             ratio(tput(f"r.a.{key}"), tput(f"r.d.tensorstore.{key}.seconds")), 1.2, True)
