@@ -342,6 +342,32 @@ fn cat_all(copy: &Path, store: &Value, args: &[&str]) -> Vec<String> {
     failures
 }
 
+/// Every array of `store` through a mount of `set` with `args`, C and F order; the reads
+/// that matched (failures named after `name` go to `failures`).
+fn mount_all(
+    set: &Path,
+    store: &Value,
+    args: &[&str],
+    name: &str,
+    failures: &mut Vec<String>,
+) -> usize {
+    let mut checked = 0;
+    for (order, label) in [("C", "C_little"), ("F", "F_little")] {
+        let mut all = vec!["--order", order];
+        all.extend_from_slice(args);
+        let mount = Mount::new(set, &all);
+        for a in store["arrays"].as_array().expect("arrays") {
+            let path = a["path"].as_str().expect("path");
+            match std::fs::read(mount.path(path)) {
+                Ok(bytes) if sha256(&bytes) == a["sha256"][label] => checked += 1,
+                Ok(_) => failures.push(format!("{name}:{path} {order}: bytes differ")),
+                Err(e) => failures.push(format!("{name}:{path} {order}: {e}")),
+            }
+        }
+    }
+    checked
+}
+
 #[test]
 fn targets_on_s3_and_a_web_server_read_through_their_remote_stores() {
     let (dir, _) = refs();
@@ -433,19 +459,7 @@ fn reference_sets_on_s3_with_targets_on_s3_mount_in_c_and_f_order() {
             "--virtual-prefix",
             "s3://fixtures/refs/data/",
         ];
-        for (order, label) in [("C", "C_little"), ("F", "F_little")] {
-            let mut all = vec!["--order", order];
-            all.extend_from_slice(&args);
-            let mount = Mount::new(Path::new(&url), &all);
-            for a in store["arrays"].as_array().expect("arrays") {
-                let path = a["path"].as_str().expect("path");
-                match std::fs::read(mount.path(path)) {
-                    Ok(bytes) if sha256(&bytes) == a["sha256"][label] => checked += 1,
-                    Ok(_) => failures.push(format!("{name}:{path} {order}: bytes differ")),
-                    Err(e) => failures.push(format!("{name}:{path} {order}: {e}")),
-                }
-            }
-        }
+        checked += mount_all(Path::new(&url), store, &args, name, &mut failures);
     }
     assert_no_failures(&failures);
     assert!(checked >= 150, "only {checked} reads checked");
@@ -495,20 +509,7 @@ fn a_parquet_set_on_s3_reads_through_cat_and_the_mount_with_neighbouring_chunks_
             }
         }
     }
-    let mut checked = 0;
-    for (order, label) in [("C", "C_little"), ("F", "F_little")] {
-        let mut all = vec!["--order", order];
-        all.extend_from_slice(&args);
-        let mount = Mount::new(Path::new(&url), &all);
-        for a in store["arrays"].as_array().expect("arrays") {
-            let path = a["path"].as_str().expect("path");
-            match std::fs::read(mount.path(path)) {
-                Ok(bytes) if sha256(&bytes) == a["sha256"][label] => checked += 1,
-                Ok(_) => failures.push(format!("{path} {order}: bytes differ")),
-                Err(e) => failures.push(format!("{path} {order}: {e}")),
-            }
-        }
-    }
+    let checked = mount_all(Path::new(&url), store, &args, "combined_s3", &mut failures);
     assert_no_failures(&failures);
     assert!(checked >= 16, "only {checked} reads checked");
     // The chunks of one target in one references file come in one request.

@@ -371,6 +371,15 @@ fn write_store(store: &Path, format: &str, steps: &str) -> State {
     states(&log).pop().expect("states")
 }
 
+/// `zarrfs refresh` of `m`'s mountpoint.
+fn zarrfs_refresh(m: &Mount) -> std::process::Output {
+    Command::new(zarrfs())
+        .arg("refresh")
+        .arg(&m.mountpoint)
+        .output()
+        .expect("zarrfs refresh")
+}
+
 #[test]
 fn zarrfs_refresh_shows_a_change_at_once_and_refresh_off_never() {
     let tmp = TempDir::new("refresh-now");
@@ -390,11 +399,7 @@ fn zarrfs_refresh_shows_a_change_at_once_and_refresh_off_never() {
     assert_eq!(second.grow_rows, 2);
     // An hour's interval: still the first reading, until `zarrfs refresh`.
     assert_eq!(rows(&hour), Ok(first.grow_rows));
-    let out = Command::new(zarrfs())
-        .arg("refresh")
-        .arg(&hour.mountpoint)
-        .output()
-        .expect("zarrfs refresh");
+    let out = zarrfs_refresh(&hour);
     assert!(
         out.status.success(),
         "zarrfs refresh: {}",
@@ -414,11 +419,7 @@ fn zarrfs_refresh_shows_a_change_at_once_and_refresh_off_never() {
         !off.path("extra_2").exists(),
         "a name found missing stays missing"
     );
-    let refused = Command::new(zarrfs())
-        .arg("refresh")
-        .arg(&off.mountpoint)
-        .output()
-        .expect("zarrfs refresh");
+    let refused = zarrfs_refresh(&off);
     assert!(
         !refused.status.success(),
         "refresh of a mount with --refresh off"

@@ -321,7 +321,7 @@ impl Filesystem for FuseAdapter {
         let served = move |fs: &ZarrFs, bytes: &[u8]| {
             if materializer.enabled() {
                 materializer.fill(ino, offset, bytes);
-                if fs.reaches_end(ino, offset, bytes.len()) {
+                if fs.reaches_end(fh, offset, bytes.len()) {
                     materializer.read_to_end(ino);
                 }
             }

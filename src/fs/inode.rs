@@ -167,12 +167,7 @@ impl Inodes {
         self.entries
             .read()
             .iter()
-            .filter(|(_, e)| {
-                let p = e.node.path();
-                path.is_empty()
-                    || p == path
-                    || p.strip_prefix(path).is_some_and(|r| r.starts_with('/'))
-            })
+            .filter(|(_, e)| crate::hierarchy::under(e.node.path(), path))
             .map(|(ino, _)| *ino)
             .collect()
     }

@@ -143,9 +143,13 @@ impl ZarrFs {
     }
 
     /// The reading of the node at `path` that what is built of it now comes from.
+    /// With no refresh interval a node is read once: its stamp never changes.
     fn stamp(&self, path: &str) -> Stamp {
+        let refreshing = self.hierarchy.refresh_interval().is_some();
         Stamp {
-            read_at: self.hierarchy.version(path).ok().map(|(_, at)| at),
+            read_at: refreshing
+                .then(|| self.hierarchy.version(path).ok().map(|(_, at)| at))
+                .flatten(),
             refreshes: self.hierarchy.refreshes(),
         }
     }
@@ -175,9 +179,9 @@ impl ZarrFs {
         let entry = self.entry(ino)?;
         let path = entry.node.path().to_string();
         self.hierarchy.refresh(&path)?;
-        self.absent.lock().retain(|(p, _), _| {
-            !(path.is_empty() || *p == path || p.starts_with(&format!("{path}/")))
-        });
+        self.absent
+            .lock()
+            .retain(|(p, _), _| !crate::hierarchy::under(p, &path));
         Ok(self.inodes.under(&path))
     }
 
@@ -623,10 +627,9 @@ impl ZarrFs {
         content.view().map(|_| content.size())
     }
 
-    /// Whether `n` bytes read at `offset` of `ino` reach its end.
-    pub fn reaches_end(&self, ino: u64, offset: u64, n: usize) -> bool {
-        let entry = self.entry(ino);
-        let size = entry.and_then(|e| self.content(&e)).map(|c| c.size());
+    /// Whether `n` bytes read at `offset` of open file `fh` reach its end.
+    pub fn reaches_end(&self, fh: u64, offset: u64, n: usize) -> bool {
+        let size = self.handle(fh).map(|h| h.content.size());
         matches!(size, Ok(size) if n > 0 && offset + n as u64 >= size)
     }
 

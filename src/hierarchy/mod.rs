@@ -129,7 +129,8 @@ type Listing = Vec<(String, NodeKind)>;
 /// Readings of array metadata under a refresh interval: each gets a version of its own.
 static READINGS: AtomicU64 = AtomicU64::new(1);
 
-fn under(path: &str, prefix: &str) -> bool {
+/// Whether node path `path` is `prefix` or lies below it (every path lies below "").
+pub fn under(path: &str, prefix: &str) -> bool {
     prefix.is_empty()
         || path == prefix
         || path
