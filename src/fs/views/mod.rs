@@ -10,7 +10,9 @@
 //! filesystem serves from the arrays' one shared view each.
 
 mod context;
+mod crs;
 mod envi;
+mod geo;
 mod mhd;
 mod npy;
 mod nrrd;

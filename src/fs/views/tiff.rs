@@ -1,8 +1,15 @@
 //! An uncompressed TIFF (BigTIFF past 4 GiB) over the C-order flat bytes: the last two
 //! axes are the image plane and every leading index is a page (IFD) of one strip pointing
 //! into the data, which follows the header block unchanged. The first page's
-//! ImageDescription carries the array's shape as JSON, so readers can restore it.
+//! ImageDescription carries the array's shape as JSON, so readers can restore it. Every
+//! page of a georeferenced array (see `geo`) carries the GeoTIFF tags (ModelPixelScale
+//! and ModelTiepoint, or ModelTransformation for rows that run south to north; the
+//! GeoKeys of its EPSG code, or a user-defined model with GDAL's ESRI PE citation of a
+//! WKT 1 text without one);
+//! nodata, scale and offset go to GDAL's own tags.
 
+use super::crs::CrsKind;
+use super::geo::{self, number, Georef, Raster};
 use super::scalar::Scalar;
 use super::{non_empty, Absent, Built, Context, ViewFormat, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
@@ -24,7 +31,7 @@ impl ViewFormat for Tiff {
     }
 
     fn build(&self, ctx: &Context) -> crate::Result<Built> {
-        ctx.headed(header)
+        ctx.headed(|meta, layout| header(meta, layout, &geo::raster(ctx, meta)))
     }
 }
 
@@ -32,13 +39,111 @@ impl ViewFormat for Tiff {
 /// with the raw file's pages.
 const DATA_ALIGN: u64 = 4096;
 
+const ASCII: u16 = 2;
 const SHORT: u16 = 3;
 const LONG: u16 = 4;
-const ASCII: u16 = 2;
+const DOUBLE: u16 = 12;
 const LONG8: u16 = 16;
 
-/// Tags of one page; the description only on the first.
-const TAGS: usize = 11;
+const STRIP_OFFSETS: u16 = 273;
+const DESCRIPTION: u16 = 270;
+
+/// Numbers in the file's byte order.
+#[derive(Clone, Copy)]
+struct Endian {
+    big_endian: bool,
+}
+
+impl Endian {
+    fn put<const N: usize>(self, out: &mut Vec<u8>, le: [u8; N], be: [u8; N]) {
+        out.extend_from_slice(if self.big_endian { &be } else { &le });
+    }
+    fn u16s(self, values: &[u16]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for v in values {
+            self.put(&mut out, v.to_le_bytes(), v.to_be_bytes());
+        }
+        out
+    }
+    fn u32(self, v: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.put(&mut out, v.to_le_bytes(), v.to_be_bytes());
+        out
+    }
+    fn u64(self, v: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.put(&mut out, v.to_le_bytes(), v.to_be_bytes());
+        out
+    }
+    fn f64s(self, values: &[f64]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for v in values {
+            self.put(&mut out, v.to_le_bytes(), v.to_be_bytes());
+        }
+        out
+    }
+}
+
+/// One IFD entry: its value's bytes in the file's order (placed in the entry when they
+/// fit, else once in the block after the first IFD, shared by every page).
+#[derive(Clone)]
+struct Tag {
+    tag: u16,
+    kind: u16,
+    count: u64,
+    bytes: Vec<u8>,
+}
+
+impl Tag {
+    fn short(o: Endian, tag: u16, values: &[u16]) -> Tag {
+        Tag {
+            tag,
+            kind: SHORT,
+            count: values.len() as u64,
+            bytes: o.u16s(values),
+        }
+    }
+    fn long(o: Endian, tag: u16, v: u32) -> Tag {
+        Tag {
+            tag,
+            kind: LONG,
+            count: 1,
+            bytes: o.u32(v),
+        }
+    }
+    fn doubles(o: Endian, tag: u16, values: &[f64]) -> Tag {
+        Tag {
+            tag,
+            kind: DOUBLE,
+            count: values.len() as u64,
+            bytes: o.f64s(values),
+        }
+    }
+    /// Text with its terminating NUL.
+    fn ascii(tag: u16, text: &str) -> Tag {
+        let mut bytes = text.as_bytes().to_vec();
+        bytes.push(0);
+        Tag {
+            tag,
+            kind: ASCII,
+            count: bytes.len() as u64,
+            bytes,
+        }
+    }
+    /// An offset or byte count: LONG in TIFF, LONG8 in BigTIFF.
+    fn word(o: Endian, big: bool, tag: u16, v: u64) -> Tag {
+        if big {
+            Tag {
+                tag,
+                kind: LONG8,
+                count: 1,
+                bytes: o.u64(v),
+            }
+        } else {
+            Tag::long(o, tag, v as u32)
+        }
+    }
+}
 
 /// Sizes of the two flavours' structures.
 #[derive(Clone, Copy)]
@@ -82,84 +187,44 @@ impl Flavour {
     }
 }
 
-/// Where everything goes: first IFD, description, later IFDs, data.
+/// Where everything goes: first IFD, the shared values (each tag's offset, 0 when the
+/// value sits in its entry), later IFDs, data.
 struct Plan {
     flavour: Flavour,
-    desc_at: u64,
+    value_at: Vec<u64>,
     later_ifds_at: u64,
     data_at: u64,
 }
 
-fn plan(flavour: Flavour, pages: u64, desc_len: u64, data_bytes: u64) -> Option<Plan> {
-    let first = flavour.header();
-    let mut desc_at = first + flavour.ifd(TAGS + 1);
-    let desc_out = if desc_len > flavour.inline() {
-        desc_len
-    } else {
-        0
-    };
-    let later_ifds_at = (desc_at + desc_out).next_multiple_of(8);
-    if desc_out == 0 {
-        desc_at = 0;
+/// `tags`: the first page's entries (the description among them); later pages have
+/// every entry but the description.
+fn plan(flavour: Flavour, pages: u64, tags: &[Tag], data_bytes: u64) -> Option<Plan> {
+    let mut at = flavour.header() + flavour.ifd(tags.len());
+    let mut value_at = Vec::with_capacity(tags.len());
+    for t in tags {
+        let len = t.bytes.len() as u64;
+        if len > flavour.inline() {
+            at = at.next_multiple_of(8);
+            value_at.push(at);
+            at = at.checked_add(len)?;
+        } else {
+            value_at.push(0);
+        }
     }
-    let ifds_end = later_ifds_at.checked_add((pages - 1).checked_mul(flavour.ifd(TAGS))?)?;
+    let later_ifds_at = at.next_multiple_of(8);
+    let later = flavour.ifd(tags.len() - 1);
+    let ifds_end = later_ifds_at.checked_add((pages - 1).checked_mul(later)?)?;
     let data_at = ifds_end.next_multiple_of(DATA_ALIGN);
     data_at.checked_add(data_bytes)?;
     Some(Plan {
         flavour,
-        desc_at,
+        value_at,
         later_ifds_at,
         data_at,
     })
 }
 
-/// Numbers in the file's byte order.
-struct Writer {
-    out: Vec<u8>,
-    big_endian: bool,
-}
-
-impl Writer {
-    fn put<const N: usize>(&mut self, le: [u8; N], be: [u8; N]) {
-        self.out
-            .extend_from_slice(if self.big_endian { &be } else { &le });
-    }
-    fn u16(&mut self, v: u16) {
-        self.put(v.to_le_bytes(), v.to_be_bytes())
-    }
-    fn u32(&mut self, v: u32) {
-        self.put(v.to_le_bytes(), v.to_be_bytes())
-    }
-    fn u64(&mut self, v: u64) {
-        self.put(v.to_le_bytes(), v.to_be_bytes())
-    }
-    /// An offset or count: 4 bytes in TIFF, 8 in BigTIFF.
-    fn word(&mut self, f: Flavour, v: u64) {
-        if f.big {
-            self.u64(v)
-        } else {
-            self.u32(v as u32)
-        }
-    }
-    fn pad_to(&mut self, at: u64) {
-        self.out.resize(at as usize, 0);
-    }
-    /// One IFD entry of one value (or, for ASCII, `count` bytes at offset `value`).
-    fn entry(&mut self, f: Flavour, tag: u16, kind: u16, count: u64, value: u64) {
-        self.u16(tag);
-        self.u16(kind);
-        self.word(f, count);
-        let start = self.out.len();
-        match kind {
-            SHORT => self.u16(value as u16),
-            LONG => self.u32(value as u32),
-            _ => self.word(f, value),
-        }
-        self.out.resize(start + f.inline() as usize, 0);
-    }
-}
-
-pub fn header(meta: &ArrayMetadata, layout: Layout) -> Result<Vec<u8>, Absent> {
+pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<Vec<u8>, Absent> {
     if layout.order == Order::F {
         return Err("TIFF pages are C order; the mount is F order".into());
     }
@@ -185,31 +250,10 @@ pub fn header(meta: &ArrayMetadata, layout: Layout) -> Result<Vec<u8>, Absent> {
         .ok_or_else(too_large)?;
     let data_bytes = page_bytes.checked_mul(pages).ok_or_else(too_large)?;
     let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    let mut desc = format!("{{\"shape\": [{}]}}", dims.join(", ")).into_bytes();
-    desc.push(0);
-    let desc_len = desc.len() as u64;
-    let classic = plan(Flavour { big: false }, pages, desc_len, data_bytes)
-        .filter(|p| p.data_at + data_bytes <= u32::MAX as u64);
-    let p = match classic {
-        Some(p) => p,
-        None => plan(Flavour { big: true }, pages, desc_len, data_bytes).ok_or_else(too_large)?,
-    };
-    let f = p.flavour;
-    let header_len = usize::try_from(p.data_at).map_err(|_| too_large())?;
-    let mut w = Writer {
-        out: Vec::with_capacity(header_len),
+    let desc = format!("{{\"shape\": [{}]}}", dims.join(", "));
+    let o = Endian {
         big_endian: layout.big_endian,
     };
-    w.out
-        .extend_from_slice(if layout.big_endian { b"MM" } else { b"II" });
-    if f.big {
-        w.u16(43);
-        w.u16(8);
-        w.u16(0);
-    } else {
-        w.u16(42);
-    }
-    w.word(f, f.header());
     let (bits, format) = match scalar {
         Scalar::Bool => (8, 1),
         Scalar::UInt(n) => (n * 8, 1),
@@ -217,72 +261,204 @@ pub fn header(meta: &ArrayMetadata, layout: Layout) -> Result<Vec<u8>, Absent> {
         Scalar::Float(n) => (n * 8, 3),
         Scalar::Complex(n) => (n * 8, 6),
     };
+    let tags_of = |big: bool| {
+        let mut tags = vec![
+            Tag::long(o, 256, cols32),
+            Tag::long(o, 257, rows32),
+            Tag::short(o, 258, &[bits as u16]),
+            Tag::short(o, 259, &[1]),
+            Tag::short(o, 262, &[1]),
+            Tag::ascii(DESCRIPTION, &desc),
+            Tag::word(o, big, STRIP_OFFSETS, 0),
+            Tag::short(o, 277, &[1]),
+            Tag::long(o, 278, rows32),
+            Tag::word(o, big, 279, page_bytes),
+            Tag::short(o, 284, &[1]),
+            Tag::short(o, 339, &[format]),
+        ];
+        if let Some(g) = &raster.georef {
+            tags.extend(geotiff_tags(o, g));
+        }
+        tags.extend(band_tags(raster));
+        tags
+    };
+    let classic_tags = tags_of(false);
+    let classic = plan(Flavour { big: false }, pages, &classic_tags, data_bytes)
+        .filter(|p| p.data_at + data_bytes <= u32::MAX as u64);
+    let (p, tags) = match classic {
+        Some(p) => (p, classic_tags),
+        None => {
+            let tags = tags_of(true);
+            let p = plan(Flavour { big: true }, pages, &tags, data_bytes).ok_or_else(too_large)?;
+            (p, tags)
+        }
+    };
+    let f = p.flavour;
+    let header_len = usize::try_from(p.data_at).map_err(|_| too_large())?;
+    let mut out = Vec::with_capacity(header_len);
+    out.extend_from_slice(if layout.big_endian { b"MM" } else { b"II" });
+    if f.big {
+        out.extend(o.u16s(&[43, 8, 0]));
+        out.extend(o.u64(f.header()));
+    } else {
+        out.extend(o.u16s(&[42]));
+        out.extend(o.u32(f.header() as u32));
+    }
+    let word = |v: u64| if f.big { o.u64(v) } else { o.u32(v as u32) };
     for page in 0..pages {
         let first = page == 0;
         let at = if first {
             f.header()
         } else {
-            p.later_ifds_at + (page - 1) * f.ifd(TAGS)
+            p.later_ifds_at + (page - 1) * f.ifd(tags.len() - 1)
         };
-        w.pad_to(at);
+        out.resize(at as usize, 0);
         let next = if page + 1 < pages {
-            p.later_ifds_at + page * f.ifd(TAGS)
+            p.later_ifds_at + page * f.ifd(tags.len() - 1)
         } else {
             0
         };
-        let entries = if first { TAGS + 1 } else { TAGS };
+        let entries: Vec<(usize, &Tag)> = tags
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| first || t.tag != DESCRIPTION)
+            .collect();
         if f.big {
-            w.u64(entries as u64);
+            out.extend(o.u64(entries.len() as u64));
         } else {
-            w.u16(entries as u16);
+            out.extend(o.u16s(&[entries.len() as u16]));
         }
-        let offsets = if f.big { LONG8 } else { LONG };
-        w.entry(f, 256, LONG, 1, cols32 as u64);
-        w.entry(f, 257, LONG, 1, rows32 as u64);
-        w.entry(f, 258, SHORT, 1, bits as u64);
-        w.entry(f, 259, SHORT, 1, 1);
-        w.entry(f, 262, SHORT, 1, 1);
-        if first {
-            if p.desc_at == 0 {
-                // Short enough to sit in the entry itself.
-                w.u16(270);
-                w.u16(ASCII);
-                w.word(f, desc_len);
-                let start = w.out.len();
-                w.out.extend_from_slice(&desc);
-                w.out.resize(start + f.inline() as usize, 0);
+        for (i, t) in entries {
+            out.extend(o.u16s(&[t.tag, t.kind]));
+            out.extend(word(t.count));
+            let start = out.len();
+            if t.tag == STRIP_OFFSETS {
+                out.extend(word(p.data_at + page * page_bytes));
+            } else if p.value_at[i] == 0 {
+                out.extend_from_slice(&t.bytes);
             } else {
-                w.entry(f, 270, ASCII, desc_len, p.desc_at);
+                out.extend(word(p.value_at[i]));
+            }
+            out.resize(start + f.inline() as usize, 0);
+        }
+        out.extend(word(next));
+        if first {
+            for (t, &at) in tags.iter().zip(&p.value_at) {
+                if at != 0 {
+                    out.resize(at as usize, 0);
+                    out.extend_from_slice(&t.bytes);
+                }
             }
         }
-        w.entry(f, 273, offsets, 1, p.data_at + page * page_bytes);
-        w.entry(f, 277, SHORT, 1, 1);
-        w.entry(f, 278, LONG, 1, rows32 as u64);
-        w.entry(f, 279, offsets, 1, page_bytes);
-        w.entry(f, 284, SHORT, 1, 1);
-        w.entry(f, 339, SHORT, 1, format);
-        w.word(f, next);
-        if first && p.desc_at != 0 {
-            w.pad_to(p.desc_at);
-            w.out.extend_from_slice(&desc);
+    }
+    out.resize(header_len, 0);
+    Ok(out)
+}
+
+/// GeoTIFF's tags for a georeference: where the pixels lie, and the CRS as GeoKeys.
+fn geotiff_tags(o: Endian, g: &Georef) -> Vec<Tag> {
+    let t = &g.transform;
+    let mut tags = Vec::new();
+    if t[2] == 0.0 && t[4] == 0.0 && t[5] < 0.0 {
+        tags.push(Tag::doubles(o, 33550, &[t[1], -t[5], 0.0]));
+        tags.push(Tag::doubles(o, 33922, &[0.0, 0.0, 0.0, t[0], t[3], 0.0]));
+    } else {
+        let m = [
+            t[1], t[2], 0.0, t[0], t[4], t[5], 0.0, t[3], 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0,
+        ];
+        tags.push(Tag::doubles(o, 34264, &m));
+    }
+    let model = match g.crs.kind {
+        CrsKind::Projected => 1,
+        CrsKind::Geographic => 2,
+    };
+    // (key, location, count, value): GTModelType, GTRasterType (pixel is area), then the
+    // CRS by code, or user-defined with the WKT in the citation.
+    let mut keys: Vec<[u16; 4]> = vec![[1024, 0, 1, model], [1025, 0, 1, 1]];
+    let mut ascii = String::new();
+    match (g.crs.epsg, g.crs.wkt1()) {
+        (Some(code), _) => {
+            let key = match g.crs.kind {
+                CrsKind::Projected => 3072,
+                CrsKind::Geographic => 2048,
+            };
+            keys.push([key, 0, 1, code]);
+        }
+        (None, Some(wkt)) if wkt.len() < 60_000 => {
+            // GDAL reads the WKT of a user-defined model from the PCS citation.
+            ascii = format!("ESRI PE String = {wkt}|");
+            keys[0][3] = 32767;
+            keys.push([3073, 34737, ascii.len() as u16, 0]);
+        }
+        (None, _) => {
+            log::info!("the TIFF has no CRS: it has no EPSG code and no WKT 1 text of it fits");
         }
     }
-    w.pad_to(p.data_at);
-    Ok(w.out)
+    keys.sort_by_key(|k| k[0]);
+    let mut dir: Vec<u16> = vec![1, 1, 0, keys.len() as u16];
+    dir.extend(keys.iter().flatten());
+    tags.push(Tag::short(o, 34735, &dir));
+    if !ascii.is_empty() {
+        tags.push(Tag::ascii(34737, &ascii));
+    }
+    tags
+}
+
+/// GDAL's own tags: GDAL_METADATA (scale and offset) and GDAL_NODATA.
+fn band_tags(raster: &Raster) -> Vec<Tag> {
+    let band = &raster.band;
+    let mut tags = Vec::new();
+    let mut items = String::new();
+    for (name, role, value) in [
+        ("OFFSET", "offset", band.offset),
+        ("SCALE", "scale", band.scale),
+    ] {
+        if let Some(v) = value {
+            items.push_str(&format!(
+                "  <Item name=\"{name}\" sample=\"0\" role=\"{role}\">{}</Item>\n",
+                number(v)
+            ));
+        }
+    }
+    if !items.is_empty() {
+        tags.push(Tag::ascii(
+            42112,
+            &format!("<GDALMetadata>\n{items}</GDALMetadata>"),
+        ));
+    }
+    if let Some(v) = band.nodata {
+        tags.push(Tag::ascii(42113, &number(v)));
+    }
+    tags
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn tags(o: Endian, desc: &str, extra: usize) -> Vec<Tag> {
+        let mut tags = vec![Tag::long(o, 256, 1), Tag::ascii(DESCRIPTION, desc)];
+        tags.extend((0..extra).map(|i| Tag::doubles(o, 40000 + i as u16, &[1.0, 2.0])));
+        tags
+    }
+
     #[test]
     fn big_arrays_switch_to_bigtiff_and_small_ones_stay_classic() {
-        let small = plan(Flavour { big: false }, 3, 30, 1 << 20).unwrap();
-        assert_eq!(small.desc_at, 8 + 6 + 12 * 12);
+        let o = Endian { big_endian: false };
+        let desc = "x".repeat(29);
+        let small = plan(Flavour { big: false }, 3, &tags(o, &desc, 1), 1 << 20).unwrap();
+        let first_ifd_end = 8 + 6 + 12 * 3;
+        assert_eq!(small.value_at[0], 0, "a LONG sits in its entry");
+        assert_eq!(
+            small.value_at[1],
+            (first_ifd_end as u64).next_multiple_of(8)
+        );
+        assert_eq!(small.value_at[2] % 8, 0);
+        assert!(small.value_at[2] >= small.value_at[1] + 30);
+        assert!(small.later_ifds_at >= small.value_at[2] + 16);
         assert_eq!(small.data_at % DATA_ALIGN, 0);
-        assert!(small.later_ifds_at >= small.desc_at + 30);
-        let big = plan(Flavour { big: true }, 3, 30, 5 << 30).unwrap();
-        assert_eq!(big.desc_at, 16 + 16 + 20 * 12);
-        assert!(plan(Flavour { big: true }, 2, 30, u64::MAX - 100).is_none());
+        let big = plan(Flavour { big: true }, 3, &tags(o, &desc, 0), 5 << 30).unwrap();
+        assert_eq!(big.value_at[1], 16 + 16 + 20 * 2);
+        assert!(plan(Flavour { big: true }, 2, &tags(o, &desc, 0), u64::MAX - 100).is_none());
     }
 }

@@ -1,9 +1,11 @@
 //! A GDAL `.vrt` over the raw file: one `VRTRawRasterBand` per leading index (C order),
 //! the last two axes as the raster, with pixel, line and image offsets that give GDAL the
-//! array's own orientation whatever the file's element order.
+//! array's own orientation whatever the file's element order. A georeferenced array
+//! (see `geo`) gets its `GeoTransform` and `SRS`; every band its nodata, scale and offset.
 
 use std::fmt::Write;
 
+use super::geo::{self, Raster};
 use super::scalar::Scalar;
 use super::{non_empty, Absent, Built, Context, ViewFormat, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
@@ -25,7 +27,7 @@ impl ViewFormat for Vrt {
     }
 
     fn build(&self, ctx: &Context) -> crate::Result<Built> {
-        ctx.detached(header)
+        ctx.detached(|meta, layout, file| header(meta, layout, file, &geo::raster(ctx, meta)))
     }
 }
 
@@ -69,7 +71,12 @@ fn strides(shape: &[u64], order: Order) -> Vec<u64> {
     out
 }
 
-pub fn header(meta: &ArrayMetadata, layout: Layout, data_file: &str) -> Result<Vec<u8>, Absent> {
+pub fn header(
+    meta: &ArrayMetadata,
+    layout: Layout,
+    data_file: &str,
+    raster: &Raster,
+) -> Result<Vec<u8>, Absent> {
     let scalar = Scalar::of(&meta.dtype)?;
     let kind = data_type(scalar).ok_or_else(|| scalar.unsupported("GDAL 3.6"))?;
     non_empty(meta)?;
@@ -105,6 +112,26 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, data_file: &str) -> Result<V
     let order = if layout.big_endian { "MSB" } else { "LSB" };
     let file = xml_escape(data_file);
     let mut text = format!("<VRTDataset rasterXSize=\"{cols}\" rasterYSize=\"{rows}\">\n");
+    if let Some(g) = &raster.georef {
+        let gt: Vec<String> = g.transform.iter().map(|v| geo::number(*v)).collect();
+        let _ = write!(
+            text,
+            "  <SRS>{}</SRS>\n  <GeoTransform>{}</GeoTransform>\n",
+            xml_escape(&g.crs.user_input()),
+            gt.join(", ")
+        );
+    }
+    let mut band_meta = String::new();
+    let band = &raster.band;
+    for (tag, value) in [
+        ("NoDataValue", band.nodata),
+        ("Offset", band.offset),
+        ("Scale", band.scale),
+    ] {
+        if let Some(v) = value {
+            let _ = writeln!(band_meta, "    <{tag}>{}</{tag}>", geo::number(v));
+        }
+    }
     let mut idx = vec![0u64; lead.len()];
     for band in 1..=bands {
         let offset: u64 = idx
@@ -119,7 +146,8 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, data_file: &str) -> Result<V
              <ImageOffset>{offset}</ImageOffset>\n    \
              <PixelOffset>{pixel}</PixelOffset>\n    \
              <LineOffset>{line}</LineOffset>\n    \
-             <ByteOrder>{order}</ByteOrder>\n  \
+             <ByteOrder>{order}</ByteOrder>\n\
+             {band_meta}  \
              </VRTRasterBand>\n"
         );
         // The next leading index, C order.
