@@ -218,8 +218,10 @@ fn obstore_python() -> PathBuf {
 
 /// zarr-python changes a Zarr `format` store while readers read it through a mount:
 /// a local folder, or with `s3`, a bucket of s3s-fs.
-fn readers_follow_a_changing_store(format: &str, s3: bool) {
+fn readers_follow_a_changing_store(format: &str, s3: bool, disk_cache: bool) {
     let tmp = TempDir::new("live");
+    let cache_dir = tmp.path().join("disk-cache");
+    let cache = cache_dir.to_string_lossy().to_string();
     let buckets = tmp.path().join("buckets");
     std::fs::create_dir_all(buckets.join("live")).expect("bucket");
     let server = s3.then(|| s3s_fs(&buckets, None));
@@ -248,10 +250,13 @@ fn readers_follow_a_changing_store(format: &str, s3: bool) {
         .as_ref()
         .map(|s| format!("endpoint={},allow_http=true,region=us-east-1", s.url()));
     let mount = match &options {
-        Some(o) => Mount::new(
-            Path::new("s3://live/live.zarr"),
-            &["--refresh", "1s", "--anonymous", "-o", o],
-        ),
+        Some(o) => {
+            let mut args = vec!["--refresh", "1s", "--anonymous", "-o", o];
+            if disk_cache {
+                args.extend(["--disk-cache", cache.as_str()]);
+            }
+            Mount::new(Path::new("s3://live/live.zarr"), &args)
+        }
         None => Mount::new(&tmp.path().join("live.zarr"), &["--refresh", "1s"]),
     };
     std::fs::write(&go, b"").expect("go");
@@ -336,22 +341,29 @@ fn readers_follow_a_changing_store(format: &str, s3: bool) {
 
 #[test]
 fn readers_follow_a_changing_v3_store() {
-    readers_follow_a_changing_store("3", false);
+    readers_follow_a_changing_store("3", false, false);
 }
 
 #[test]
 fn readers_follow_a_changing_v2_store() {
-    readers_follow_a_changing_store("2", false);
+    readers_follow_a_changing_store("2", false, false);
 }
 
 #[test]
 fn readers_follow_a_changing_v3_store_on_s3() {
-    readers_follow_a_changing_store("3", true);
+    readers_follow_a_changing_store("3", true, false);
+}
+
+/// The disk cache asks for an object's version again once per refresh interval: a
+/// rewritten chunk is not served from the entry of its old version.
+#[test]
+fn readers_follow_a_changing_v3_store_on_s3_through_the_disk_cache() {
+    readers_follow_a_changing_store("3", true, true);
 }
 
 #[test]
 fn readers_follow_a_changing_v2_store_on_s3() {
-    readers_follow_a_changing_store("2", true);
+    readers_follow_a_changing_store("2", true, false);
 }
 
 /// Make the store with zarr-python and its first `steps` changes, at once; the state.

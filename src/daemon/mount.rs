@@ -246,7 +246,10 @@ fn raise_readahead(mountpoint: &Path, kib: u32) {
 
 /// The checks that must fail before going to the background.
 fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
-    let store = crate::store::open(&cfg.store, &cfg.store_cfg)?;
+    // What the disk cache knows of a version holds for one refresh interval.
+    let mut store_cfg = cfg.store_cfg.clone();
+    store_cfg.revalidate = cfg.refresh.unwrap_or_else(|| default_refresh(&cfg.store));
+    let store = crate::store::open(&cfg.store, &store_cfg)?;
     let hierarchy =
         Hierarchy::open(store).map_err(|e| Error::Invalid(format!("{}: {e}", cfg.store)))?;
     let mp = &cfg.mountpoint;

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
@@ -21,7 +21,8 @@ use super::{ByteRange, Caps, Head, Listing, Store, Value, Version};
 use crate::error::{Error, Result};
 
 /// Versions remembered per process at most (the set starts over when full): a value read
-/// again in the same mount is not asked about again (the store is immutable while read).
+/// again in the same mount is not asked about again (the store is taken as unchanged while
+/// read), or, with a refresh interval, not again within the interval.
 const MAX_KNOWN: usize = 1 << 20;
 /// Eviction brings the cache down to this fraction of its budget (in percent).
 const LOW_WATER: u64 = 90;
@@ -34,7 +35,10 @@ pub struct DiskCache {
     budget: u64,
     /// Bytes in the whole cache folder, as last counted plus what this process added.
     used: AtomicU64,
-    known: Mutex<HashMap<String, Option<Head>>>,
+    /// Each key's size and version, and when they were asked for.
+    known: Mutex<HashMap<String, (Instant, Option<Head>)>>,
+    /// How long a version asked for holds (`None`: for the process's life).
+    revalidate: Option<Duration>,
     evicting: Mutex<()>,
 }
 
@@ -87,22 +91,33 @@ impl DiskCache {
             budget,
             used: AtomicU64::new(used),
             known: Mutex::new(HashMap::new()),
+            revalidate: None,
             evicting: Mutex::new(()),
         }))
     }
 
-    /// The object's size and version as this process first asked of it (the store is
-    /// treated as unchanged while read).
+    /// Ask for an object's version again once `interval` has passed since it was last
+    /// asked for (a mount's refresh interval).
+    pub fn revalidating(mut self, interval: Option<Duration>) -> DiskCache {
+        self.revalidate = interval;
+        self
+    }
+
+    /// The object's size and version as this process last asked of it: once for the
+    /// process's life, or once per refresh interval.
     fn head(&self, key: &str) -> Result<Option<Head>> {
-        if let Some(v) = self.known.lock().get(key) {
-            return Ok(v.clone());
+        if let Some((asked, v)) = self.known.lock().get(key) {
+            if self.revalidate.is_none_or(|d| asked.elapsed() < d) {
+                return Ok(v.clone());
+            }
         }
+        let asked = Instant::now();
         let v = self.inner.head(key)?;
         let mut known = self.known.lock();
         if known.len() >= MAX_KNOWN {
             known.clear();
         }
-        known.insert(key.to_string(), v.clone());
+        known.insert(key.to_string(), (asked, v.clone()));
         Ok(v)
     }
 
@@ -354,6 +369,29 @@ mod tests {
         let small = DiskCache::new(store.clone(), &root, 1500).unwrap().unwrap();
         small.get("a/c/1").unwrap();
         assert!(entries(&root).iter().map(|e| e.1).sum::<u64>() <= 1500);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_refresh_interval_asks_for_the_version_again() {
+        let (root, store) = setup("diskcache-r", &[("c/0", vec![1u8; 10])]);
+        let fetches = || store.fetches.load(Ordering::Relaxed);
+        let for_life = cache_of(&store, &root);
+        let interval = Duration::from_millis(50);
+        let refreshing = cache_of(&store, &root).revalidating(Some(interval));
+        assert_eq!(for_life.get("c/0").unwrap().unwrap(), vec![1u8; 10]);
+        assert_eq!(refreshing.get("c/0").unwrap().unwrap(), vec![1u8; 10]);
+        assert_eq!(fetches(), 1);
+        // The object is rewritten: within the interval both serve what they knew.
+        store.inner.lock().insert("c/0", vec![2u8; 10]);
+        *store.tag.lock() = "v2".into();
+        assert_eq!(refreshing.get("c/0").unwrap().unwrap(), vec![1u8; 10]);
+        std::thread::sleep(interval * 2);
+        // Past it, the refreshing cache asks again and fetches the new version; the
+        // other keeps the version it first saw for the process's life.
+        assert_eq!(refreshing.get("c/0").unwrap().unwrap(), vec![2u8; 10]);
+        assert_eq!(fetches(), 2);
+        assert_eq!(for_life.get("c/0").unwrap().unwrap(), vec![1u8; 10]);
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -200,7 +200,7 @@ mod remote {
     fn cached(source: Arc<dyn Store>, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
         match &cfg.disk_cache {
             Some((dir, budget)) => Ok(match DiskCache::new(source.clone(), dir, *budget)? {
-                Some(cache) => Arc::new(cache),
+                Some(cache) => Arc::new(cache.revalidating(cfg.revalidate)),
                 None => source,
             }),
             None => Ok(source),

@@ -22,6 +22,9 @@ pub struct StoreConfig {
     pub max_requests: usize,
     /// A folder for a disk cache of fetched values (remote stores), and its budget.
     pub disk_cache: Option<(std::path::PathBuf, u64)>,
+    /// How long the disk cache may take an object's version as known before it asks
+    /// again (a mount's refresh interval); `None`: for the process's life.
+    pub revalidate: Option<Duration>,
     /// Names of the files that mark the root of what a store holds (the format's, given
     /// by the layer that knows the format): a zip archive whose files all lie in one
     /// top-level folder holding one is opened at that folder. Empty: at that folder
@@ -55,6 +58,7 @@ impl Default for StoreConfig {
             retries: 3,
             max_requests: 32,
             disk_cache: None,
+            revalidate: None,
             root_markers: Vec::new(),
             virtual_prefixes: Vec::new(),
             icechunk: VersionChoice::default(),
