@@ -90,6 +90,22 @@ fn stores(f: &Fixtures) -> Vec<String> {
     stores
 }
 
+/// Every fixture store mounted with `args`.
+fn mount_stores(f: &Fixtures, args: &[&str]) -> Vec<(String, Mount)> {
+    stores(f)
+        .into_iter()
+        .map(|store| {
+            let mount = Mount::new(&f.dir.join(&store), args);
+            (store, mount)
+        })
+        .collect()
+}
+
+/// The fixture arrays that must be georeferenced.
+fn georeferenced(f: &Fixtures) -> u64 {
+    f.arrays.iter().filter(|a| a["georef"] == true).count() as u64
+}
+
 /// Runs `check_geo.py check` over `mounts` with both GDALs; the counts of each run.
 fn both_gdals_agree(f: &Fixtures, mounts: &[(String, Mount)], views: &str) -> Vec<Value> {
     let mut args = vec![
@@ -121,17 +137,8 @@ fn both_gdals_agree(f: &Fixtures, mounts: &[(String, Mount)], views: &str) -> Ve
 #[test]
 fn gdal_reads_the_georeference_of_every_view_as_its_zarr_driver_does() {
     let f = fixtures();
-    let mounts: Vec<(String, Mount)> = stores(&f)
-        .into_iter()
-        .map(|store| {
-            let mount = Mount::new(
-                &f.dir.join(&store),
-                &["--views", "all", "--log-level", "info"],
-            );
-            (store, mount)
-        })
-        .collect();
-    let georef = f.arrays.iter().filter(|a| a["georef"] == true).count() as u64;
+    let mounts = mount_stores(&f, &["--views", "all", "--log-level", "info"]);
+    let georef = georeferenced(&f);
     let plain = f.arrays.len() as u64 - georef;
     for counts in both_gdals_agree(&f, &mounts, "tif,vrt,hdr") {
         for view in ["tif", "vrt", "hdr"] {
@@ -166,14 +173,8 @@ fn gdal_reads_the_georeference_of_every_view_as_its_zarr_driver_does() {
 #[test]
 fn an_f_order_vrt_keeps_the_georeference() {
     let f = fixtures();
-    let mounts: Vec<(String, Mount)> = stores(&f)
-        .into_iter()
-        .map(|store| {
-            let mount = Mount::new(&f.dir.join(&store), &["--views", "vrt", "--order", "F"]);
-            (store, mount)
-        })
-        .collect();
-    let georef = f.arrays.iter().filter(|a| a["georef"] == true).count() as u64;
+    let mounts = mount_stores(&f, &["--views", "vrt", "--order", "F"]);
+    let georef = georeferenced(&f);
     for counts in both_gdals_agree(&f, &mounts, "vrt") {
         assert_eq!(counts["georeferenced vrt"], georef, "{counts}");
     }
@@ -182,14 +183,8 @@ fn an_f_order_vrt_keeps_the_georeference() {
 #[test]
 fn big_endian_views_keep_the_georeference() {
     let f = fixtures();
-    let mounts: Vec<(String, Mount)> = stores(&f)
-        .into_iter()
-        .map(|store| {
-            let mount = Mount::new(&f.dir.join(&store), &["--views", "all", "--endian", "big"]);
-            (store, mount)
-        })
-        .collect();
-    let georef = f.arrays.iter().filter(|a| a["georef"] == true).count() as u64;
+    let mounts = mount_stores(&f, &["--views", "all", "--endian", "big"]);
+    let georef = georeferenced(&f);
     for counts in both_gdals_agree(&f, &mounts, "tif,vrt,hdr") {
         for view in ["tif", "vrt", "hdr"] {
             assert_eq!(counts[format!("georeferenced {view}")], georef, "{counts}");

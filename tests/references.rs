@@ -368,12 +368,18 @@ fn mount_all(
     checked
 }
 
+/// A folder of buckets for s3s-fs whose bucket `fixtures` is the fixture folder `dir`.
+fn fixture_buckets(dir: &Path, label: &str) -> TempDir {
+    let buckets = TempDir::new(label);
+    std::os::unix::fs::symlink(dir, buckets.path().join("fixtures")).expect("symlink bucket");
+    buckets
+}
+
 #[test]
 fn targets_on_s3_and_a_web_server_read_through_their_remote_stores() {
     let (dir, _) = refs();
     // Buckets: `fixtures` is the fixture folder.
-    let buckets = TempDir::new("refs-buckets");
-    std::os::unix::fs::symlink(&dir, buckets.path().join("fixtures")).expect("symlink bucket");
+    let buckets = fixture_buckets(&dir, "refs-buckets");
     let s3 = s3s_fs(buckets.path(), None);
     let web = nginx(&dir, false);
     let tmp = TempDir::new("refs-remote");
@@ -421,8 +427,7 @@ fn reference_sets_on_s3_with_targets_on_s3_mount_in_c_and_f_order() {
     let (dir, m) = refs();
     // Two buckets: `fixtures` (the fixture folder, holding the targets) and `sets`
     // (reference sets naming their targets in `fixtures`).
-    let buckets = TempDir::new("refs-s3-sets");
-    std::os::unix::fs::symlink(&dir, buckets.path().join("fixtures")).expect("symlink bucket");
+    let buckets = fixture_buckets(&dir, "refs-s3-sets");
     let sets = buckets.path().join("sets");
     std::fs::create_dir(&sets).expect("mkdir");
     let s3 = s3s_fs(buckets.path(), None);
@@ -471,8 +476,7 @@ fn a_parquet_set_on_s3_reads_through_cat_and_the_mount_with_neighbouring_chunks_
     // The fixture folder as bucket `fixtures`: the set at refs/combined_s3.parq names
     // its targets at s3://fixtures/refs/data/, under the set's own folder. Requests go
     // through a counting proxy.
-    let buckets = TempDir::new("refs-s3-parquet");
-    std::os::unix::fs::symlink(&dir, buckets.path().join("fixtures")).expect("symlink bucket");
+    let buckets = fixture_buckets(&dir, "refs-s3-parquet");
     let s3 = s3s_fs(buckets.path(), None);
     let proxy = Proxy::start(s3.port, "python3");
     let options = format!("endpoint={},allow_http=true,region=us-east-1", proxy.url());

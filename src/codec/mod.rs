@@ -9,7 +9,7 @@ pub use transpose::reverse_axes;
 mod checksum;
 mod compress;
 mod filters;
-mod num;
+pub mod num;
 pub mod region;
 pub mod sharding;
 mod transpose;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::hierarchy::{Hierarchy, NodeKind};
+use crate::hierarchy::{join, Hierarchy, NodeKind};
 use crate::read::cache::ChunkCache;
 use crate::read::prefetch::Prefetcher;
 use crate::read::view::{Cursor, Layout};
@@ -98,14 +98,6 @@ fn cached_bytes(cache_size: usize) -> usize {
 /// A `--cache-size` whose decoded chunks may keep at least `kept` bytes.
 pub(crate) fn cache_size_keeping(kept: u64) -> u64 {
     kept.saturating_add(64 << 20)
-}
-
-fn join(parent: &str, name: &str) -> String {
-    if parent.is_empty() {
-        name.to_string()
-    } else {
-        format!("{parent}/{name}")
-    }
 }
 
 /// The array name of a sidecar file name `.NAME.json`.

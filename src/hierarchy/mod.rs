@@ -138,7 +138,8 @@ pub fn under(path: &str, prefix: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
-fn join(parent: &str, name: &str) -> String {
+/// The node path of `name` in the group at `parent`.
+pub fn join(parent: &str, name: &str) -> String {
     if parent.is_empty() {
         name.to_string()
     } else {

@@ -97,7 +97,7 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
     );
     if let Some(g) = &raster.georef {
         if layout.order == Order::C {
-            map_info(&mut text, g);
+            map_info(&mut text, g, &meta.meta_key);
         } else {
             log::info!(
                 "/{}: the ENVI header is not georeferenced: an F-order file's lines are the \
@@ -127,7 +127,7 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
 /// `map info` (the top-left corner of the first pixel, pixel sizes; the y size is
 /// positive for north-up rows) and the CRS: by name for WGS 84 and its UTM zones, which
 /// ENVI names itself, else as `coordinate system string` (WKT 1, which GDAL reads).
-fn map_info(text: &mut String, g: &Georef) {
+fn map_info(text: &mut String, g: &Georef, key: &str) {
     let t = &g.transform;
     let corner = format!(
         "1, 1, {}, {}, {}, {}",
@@ -161,6 +161,6 @@ fn map_info(text: &mut String, g: &Georef) {
                 wkt.replace(['{', '}'], "")
             );
         }
-        None => log::info!("the ENVI header has no CRS: no WKT 1 text of it is known"),
+        None => log::info!("/{key}: the ENVI header has no CRS: no WKT 1 text of it is known"),
     }
 }

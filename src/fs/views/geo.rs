@@ -26,6 +26,8 @@ use serde_json::{Map, Value};
 use super::crs::{Crs, CrsKind};
 use super::scalar::Scalar;
 use super::Context;
+use crate::codec::num::{Kind, Num};
+use crate::hierarchy::join;
 use crate::metadata::{ArrayMetadata, FillValue, Format};
 
 /// The largest coordinate array read (bytes): 16 MiB is two million float64 values.
@@ -168,18 +170,10 @@ fn dimension_names(meta: &ArrayMetadata) -> Option<Vec<String>> {
     (names.len() == meta.shape.len()).then_some(names)
 }
 
-fn child(parent: &str, name: &str) -> String {
-    if parent.is_empty() {
-        name.to_string()
-    } else {
-        format!("{parent}/{name}")
-    }
-}
-
 /// The first value and the step of the coordinate array `name` beside the array, when
 /// it is 1-D of `len` numbers spaced regularly.
 fn regular(ctx: &Context, parent: &str, name: &str, len: u64) -> Result<(f64, f64), String> {
-    let path = child(parent, name);
+    let path = join(parent, name);
     let meta = ctx
         .array(&path)
         .map_err(|_| format!("no coordinate array {name:?} beside it"))?;
@@ -193,20 +187,17 @@ fn regular(ctx: &Context, parent: &str, name: &str, len: u64) -> Result<(f64, f6
         return Err(format!("coordinate {name:?} has one value: no spacing"));
     }
     let scalar = Scalar::of(&meta.dtype).map_err(|why| format!("coordinate {name:?}: {why}"))?;
+    let num = real(&meta.dtype, ctx.layout().big_endian)
+        .ok_or_else(|| format!("coordinate {name:?}: not real numbers"))?;
     let bytes = ctx
         .array_bytes(&path, COORD_LIMIT)
         .map_err(|e| format!("coordinate {name:?} could not be read: {e}"))?;
-    let big = ctx.layout().big_endian;
     let scale = meta.attributes.get("scale_factor").and_then(Value::as_f64);
     let offset = meta.attributes.get("add_offset").and_then(Value::as_f64);
     let values: Vec<f64> = bytes
         .chunks_exact(scalar.size())
-        .map(|b| {
-            let v = decode(scalar, b, big)?;
-            Some(v * scale.unwrap_or(1.0) + offset.unwrap_or(0.0))
-        })
-        .collect::<Option<_>>()
-        .ok_or_else(|| format!("coordinate {name:?}: not real numbers"))?;
+        .map(|b| num.read_f64(b) * scale.unwrap_or(1.0) + offset.unwrap_or(0.0))
+        .collect();
     if values.len() as u64 != len || values.iter().any(|v| !v.is_finite()) {
         return Err(format!(
             "coordinate {name:?} holds values that are not finite"
@@ -229,26 +220,13 @@ fn regular(ctx: &Context, parent: &str, name: &str, len: u64) -> Result<(f64, f6
     Ok((first, step))
 }
 
-/// One element of a plain real type as a number.
-fn decode(scalar: Scalar, b: &[u8], big: bool) -> Option<f64> {
-    let mut le = b.to_vec();
-    if big {
-        le.reverse();
-    }
-    Some(match (scalar, le.len()) {
-        (Scalar::Bool | Scalar::UInt(1), 1) => le[0] as f64,
-        (Scalar::Int(1), 1) => le[0] as i8 as f64,
-        (Scalar::Int(2), 2) => i16::from_le_bytes(le.try_into().ok()?) as f64,
-        (Scalar::UInt(2), 2) => u16::from_le_bytes(le.try_into().ok()?) as f64,
-        (Scalar::Int(4), 4) => i32::from_le_bytes(le.try_into().ok()?) as f64,
-        (Scalar::UInt(4), 4) => u32::from_le_bytes(le.try_into().ok()?) as f64,
-        (Scalar::Int(8), 8) => i64::from_le_bytes(le.try_into().ok()?) as f64,
-        (Scalar::UInt(8), 8) => u64::from_le_bytes(le.try_into().ok()?) as f64,
-        (Scalar::Float(2), 2) => half::f16::from_le_bytes(le.try_into().ok()?).to_f64(),
-        (Scalar::Float(4), 4) => f32::from_le_bytes(le.try_into().ok()?) as f64,
-        (Scalar::Float(8), 8) => f64::from_le_bytes(le.try_into().ok()?),
-        _ => return None,
-    })
+/// How to read an element of `dtype` (stored big-endian or not) as a number: plain
+/// reals only (no complex, datetime or text).
+fn real(dtype: &crate::metadata::DataType, big: bool) -> Option<Num> {
+    Scalar::of(dtype)
+        .ok()
+        .filter(|s| !matches!(s, Scalar::Complex(_)))?;
+    Num::of(dtype).map(|n| Num { big, ..n })
 }
 
 /// The CRS the attributes give, if any; an error when they name one that cannot be had
@@ -307,7 +285,7 @@ fn grid_mapping(ctx: &Context, parent: &str, value: &Value) -> Result<Crs, Strin
         .filter(|n| !n.is_empty())
         .ok_or("grid_mapping is empty")?;
     let attrs = ctx
-        .array(&child(parent, name))
+        .array(&join(parent, name))
         .map(|m| m.attributes.clone())
         .map_err(|_| format!("grid_mapping names {name:?}, which is not an array beside it"))?;
     for key in ["crs_wkt", "spatial_ref"] {
@@ -384,13 +362,11 @@ fn fill_attribute(attrs: &Map<String, Value>, meta: &ArrayMetadata) -> Option<f6
             _ => {
                 // xarray writes a float's as float64 whatever the array's size.
                 let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
-                let scalar = match Scalar::of(&meta.dtype).ok()? {
-                    Scalar::Float(_) if bytes.len() == 8 => Scalar::Float(8),
-                    other => other,
+                let num = match real(&meta.dtype, false)? {
+                    n if n.kind == Kind::Float && bytes.len() == 8 => Num { size: 8, ..n },
+                    n => n,
                 };
-                (bytes.len() == scalar.size())
-                    .then(|| decode(scalar, &bytes, false))
-                    .flatten()
+                (bytes.len() == num.size).then(|| num.read_f64(&bytes))
             }
         },
         _ => None,
@@ -403,7 +379,7 @@ fn fill_value(meta: &ArrayMetadata) -> Option<f64> {
         return None;
     }
     let value = match &meta.fill {
-        FillValue::Fixed(bytes) => decode(Scalar::of(&meta.dtype).ok()?, bytes, false)?,
+        FillValue::Fixed(bytes) => real(&meta.dtype, false)?.read_f64(bytes),
         FillValue::Var(_) => return None,
     };
     (matches!(meta.format, Format::V2) || value.is_nan()).then_some(value)
@@ -424,18 +400,15 @@ mod tests {
 
     #[test]
     fn elements_decode_in_either_byte_order() {
-        assert_eq!(
-            decode(Scalar::Float(8), &(-9999.0f64).to_le_bytes(), false),
-            Some(-9999.0)
-        );
-        assert_eq!(
-            decode(Scalar::Int(2), &(-3i16).to_be_bytes(), true),
-            Some(-3.0)
-        );
-        assert_eq!(decode(Scalar::Float(4), &[0; 8], false), None);
+        use crate::metadata::DataType;
+        let f8 = real(&DataType::Float(8), false).unwrap();
+        assert_eq!(f8.read_f64(&(-9999.0f64).to_le_bytes()), -9999.0);
+        let i2 = real(&DataType::Int(2), true).unwrap();
+        assert_eq!(i2.read_f64(&(-3i16).to_be_bytes()), -3.0);
+        assert!(real(&DataType::Complex(8), false).is_none());
         let b64 = base64::engine::general_purpose::STANDARD
             .decode("AAAAAICHw8A=")
             .unwrap();
-        assert_eq!(decode(Scalar::Float(8), &b64, false), Some(-9999.0));
+        assert_eq!(f8.read_f64(&b64), -9999.0);
     }
 }

@@ -277,7 +277,7 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
             Tag::short(o, 339, &[format]),
         ];
         if let Some(g) = &raster.georef {
-            tags.extend(geotiff_tags(o, g));
+            tags.extend(geotiff_tags(o, g, &meta.meta_key));
         }
         tags.extend(band_tags(raster));
         tags
@@ -356,7 +356,7 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
 }
 
 /// GeoTIFF's tags for a georeference: where the pixels lie, and the CRS as GeoKeys.
-fn geotiff_tags(o: Endian, g: &Georef) -> Vec<Tag> {
+fn geotiff_tags(o: Endian, g: &Georef, key: &str) -> Vec<Tag> {
     let t = &g.transform;
     let mut tags = Vec::new();
     if t[2] == 0.0 && t[4] == 0.0 && t[5] < 0.0 {
@@ -376,23 +376,19 @@ fn geotiff_tags(o: Endian, g: &Georef) -> Vec<Tag> {
     // CRS by code, or user-defined with the WKT in the citation.
     let mut keys: Vec<[u16; 4]> = vec![[1024, 0, 1, model], [1025, 0, 1, 1]];
     let mut ascii = String::new();
-    match (g.crs.epsg, g.crs.wkt1()) {
-        (Some(code), _) => {
-            let key = match g.crs.kind {
-                CrsKind::Projected => 3072,
-                CrsKind::Geographic => 2048,
-            };
-            keys.push([key, 0, 1, code]);
-        }
-        (None, Some(wkt)) if wkt.len() < 60_000 => {
-            // GDAL reads the WKT of a user-defined model from the PCS citation.
-            ascii = format!("ESRI PE String = {wkt}|");
-            keys[0][3] = 32767;
-            keys.push([3073, 34737, ascii.len() as u16, 0]);
-        }
-        (None, _) => {
-            log::info!("the TIFF has no CRS: it has no EPSG code and no WKT 1 text of it fits");
-        }
+    if let Some(code) = g.crs.epsg {
+        let geokey = match g.crs.kind {
+            CrsKind::Projected => 3072,
+            CrsKind::Geographic => 2048,
+        };
+        keys.push([geokey, 0, 1, code]);
+    } else if let Some(wkt) = g.crs.wkt1().filter(|w| w.len() < 60_000) {
+        // GDAL reads the WKT of a user-defined model from the PCS citation.
+        ascii = format!("ESRI PE String = {wkt}|");
+        keys[0][3] = 32767;
+        keys.push([3073, 34737, ascii.len() as u16, 0]);
+    } else {
+        log::info!("/{key}: the TIFF has no CRS: no EPSG code, and no WKT 1 text of it fits");
     }
     keys.sort_by_key(|k| k[0]);
     let mut dir: Vec<u16> = vec![1, 1, 0, keys.len() as u16];
