@@ -20,6 +20,10 @@
 #                      (scripts/make_fixtures_geo.py, scripts/check_geo.py): xarray,
 #                      rioxarray and netCDF4 write them; rasterio's wheel bundles a
 #                      recent GDAL that reads final Zarr v3 and CF grid_mapping
+#   target/venv-ome    OME-Zarr images (scripts/make_fixtures_ome.py) and their OME-TIFF
+#                      reads (scripts/check_ome.py): ome-zarr-py writes OME-NGFF 0.4
+#                      and 0.5 from scikit-image's sample images; tifffile reads
+#                      the OME-TIFF views
 #
 # Idempotent: each venv keeps a stamp file holding its requirement list, and
 # pip runs only when the stamp is missing or differs from the list below.
@@ -75,6 +79,13 @@ rioxarray
 rasterio
 pyproj
 netCDF4'
+ome_requirements='--only-binary=:all:
+ome-zarr
+zarr>=3.1,<3.2
+numpy>=2.1
+scikit-image
+tifffile
+dask'
 # numpy stays Debian's (osgeo is built against it): pip sees it through the system site
 # packages and installs no other.
 views_requirements='tifffile
@@ -109,6 +120,7 @@ make_venv venv-zarr2 "$zarr2_requirements"
 make_venv venv-views "$views_requirements" /usr/bin/python3 --system-site-packages
 make_venv venv-refs "$refs_requirements"
 make_venv venv-geo "$geo_requirements"
+make_venv venv-ome "$ome_requirements"
 # A Python 3.12 or later for venv-icechunk: $PYTHON312, one on PATH, or pyenv's.
 python312() {
     local p
@@ -129,3 +141,4 @@ done
 "$target_dir/venv-views/bin/python" -c 'from osgeo import gdal; import numpy, tifffile, SimpleITK, nrrd; print("setup_python: views: GDAL", gdal.__version__, "numpy", numpy.__version__, "tifffile", tifffile.__version__, "SimpleITK", SimpleITK.Version_VersionString(), "pynrrd", nrrd.__version__)'
 "$target_dir/venv-refs/bin/python" -c 'import kerchunk, zarr, numcodecs, numpy, fsspec, h5py, netCDF4, xarray, h5netcdf, fastparquet, virtualizarr; print("setup_python: refs: kerchunk", kerchunk.__version__, "zarr", zarr.__version__, "numcodecs", numcodecs.__version__, "numpy", numpy.__version__, "fsspec", fsspec.__version__, "h5py", h5py.__version__, "HDF5", h5py.version.hdf5_version, "netCDF4", netCDF4.__version__, "netCDF-C", netCDF4.__netcdf4libversion__, "xarray", xarray.__version__, "h5netcdf", h5netcdf.__version__, "fastparquet", fastparquet.__version__, "virtualizarr", virtualizarr.__version__)'
 "$target_dir/venv-geo/bin/python" -c 'import rasterio, rioxarray, xarray, zarr, pyproj, netCDF4; print("setup_python: geo: rasterio", rasterio.__version__, "GDAL", rasterio.__gdal_version__, "rioxarray", rioxarray.__version__, "xarray", xarray.__version__, "zarr", zarr.__version__, "PROJ", pyproj.proj_version_str)'
+"$target_dir/venv-ome/bin/python" -c 'import ome_zarr, zarr, skimage, tifffile; print("setup_python: ome: ome-zarr", ome_zarr.__version__, "zarr", zarr.__version__, "scikit-image", skimage.__version__, "tifffile", tifffile.__version__)'

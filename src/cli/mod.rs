@@ -364,6 +364,7 @@ fn segments_size(h: &Hierarchy, segments: &[Segment]) -> Option<u64> {
                     None => size,
                 }
             }
+            Segment::Tiles { grid, .. } => grid.checked_len()?,
         };
         total.checked_add(len)
     })
@@ -393,10 +394,10 @@ fn cat(h: Hierarchy, path: &str, layout: Layout, kind: ViewKind, quiet: bool) ->
             Segment::Array { path, range: None } => {
                 write_array(&h, &path, layout, &mut out, u64::MAX)?
             }
-            Segment::Array { path, .. } => {
+            Segment::Array { path, .. } | Segment::Tiles { path, .. } => {
                 return Err(Error::unsupported(
                     format!("/{path}"),
-                    "a part of an array in a view written by cat",
+                    "a part of an array in a view written by cat (the mount serves it)",
                 ))
             }
         }
@@ -534,7 +535,7 @@ fn run(cli: Cli) -> Result<()> {
             for segment in segments {
                 match segment {
                     Segment::Bytes(bytes) => out.write_all(&bytes).map_err(output_error)?,
-                    Segment::Array { path, .. } => {
+                    Segment::Array { path, .. } | Segment::Tiles { path, .. } => {
                         return Err(Error::Internal(format!("/{path}: data in a header view")))
                     }
                 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::describe::describe_array;
+use super::views::TileGrid;
 use crate::hierarchy::{Hierarchy, Node};
 use crate::metadata::ArrayMetadata;
 use crate::read::array::Array;
@@ -64,6 +65,8 @@ pub enum Part {
         offset: u64,
         len: u64,
     },
+    /// A plane of another content (an array's flat file) cut into tiles.
+    Tiles { data: Arc<Content>, grid: TileGrid },
 }
 
 impl Part {
@@ -81,6 +84,7 @@ impl Part {
         match self {
             Part::Bytes(b) => b.len() as u64,
             Part::Range { len, .. } => *len,
+            Part::Tiles { grid, .. } => grid.bytes(),
         }
     }
 }
@@ -138,7 +142,7 @@ impl Content {
                         Part::Range { data, offset, .. } => {
                             data.read_in_place(cursor, offset + within, len)
                         }
-                        Part::Bytes(_) => Ok(None),
+                        Part::Bytes(_) | Part::Tiles { .. } => Ok(None),
                     },
                     _ => Ok(None),
                 }
@@ -173,6 +177,13 @@ impl Content {
         }
     }
 
+    /// Whether the file holds tiles of an array: it is read a tile at a time, and a
+    /// front-to-back read of it would visit every array's chunks many times over.
+    pub fn tiled(&self) -> bool {
+        matches!(self, Content::Pieces { pieces, .. }
+            if pieces.iter().any(|p| matches!(p.part, Part::Tiles { .. })))
+    }
+
     /// The array's flat view behind this file, if it has one (the first, for a file of
     /// several arrays).
     pub fn view(&self) -> Option<&View> {
@@ -186,7 +197,7 @@ impl Content {
             Content::Bytes(_) => Box::new(std::iter::empty()),
             Content::Pieces { pieces, .. } => {
                 Box::new(pieces.iter().flat_map(|piece| match &piece.part {
-                    Part::Range { data, .. } => data.views(),
+                    Part::Range { data, .. } | Part::Tiles { data, .. } => data.views(),
                     Part::Bytes(_) => Box::new(std::iter::empty()),
                 }))
             }
@@ -213,6 +224,12 @@ fn fill_pieces(
                 Some(n) => n,
                 None => return Ok(None),
             },
+            Part::Tiles { data, grid } => {
+                match grid.fill(within, out, |at, o| read(data, at, o))? {
+                    Some(n) => n,
+                    None => return Ok(None),
+                }
+            }
         };
         done += n;
         if n < room {

@@ -498,6 +498,10 @@ impl ZarrFs {
                     .map(|segment| match segment {
                         Segment::Bytes(bytes) => Ok(Part::Bytes(bytes)),
                         Segment::Array { path, range } => Ok(Part::range(self.flat(&path)?, range)),
+                        Segment::Tiles { path, grid } => Ok(Part::Tiles {
+                            data: self.flat(&path)?,
+                            grid,
+                        }),
                     })
                     .collect::<Result<Vec<_>>>()?;
                 Content::of_parts(parts)?
@@ -612,10 +616,15 @@ impl ZarrFs {
         self.cache.keep_fitting(on);
     }
 
-    /// The size of `ino` when it is an array's data file (raw, `.npy` or `.tif`).
+    /// The size of `ino` when it is an array's data file (raw, `.npy` or `.tif`; not a
+    /// tiled one).
     pub fn array_file_size(&self, ino: u64) -> Option<u64> {
         let entry = self.entry(ino).ok()?;
         let content = self.content(&entry).ok()?;
+        // A tiled file is read a tile at a time: a copy would decode every level.
+        if content.tiled() {
+            return None;
+        }
         content.view().map(|_| content.size())
     }
 

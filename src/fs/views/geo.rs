@@ -16,11 +16,7 @@
 //! Absent, contradictory or irregular conventions leave the array without a georeference
 //! (never a wrong one), and one log line at info level says why.
 
-use std::collections::HashSet;
-use std::sync::LazyLock;
-
 use base64::Engine;
-use parking_lot::Mutex;
 use serde_json::{Map, Value};
 
 use super::crs::{Crs, CrsKind};
@@ -99,13 +95,7 @@ pub fn raster(ctx: &Context, meta: &ArrayMetadata) -> Raster {
 
 /// Says once per array and reason why it has no georeference.
 fn log_once(path: &str, why: &str) {
-    static SEEN: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Default::default);
-    let line = format!("/{path}: not georeferenced: {why}");
-    let mut seen = SEEN.lock();
-    if seen.len() < 100_000 && seen.insert(line.clone()) {
-        drop(seen);
-        log::info!("{line}");
-    }
+    super::log_once(format!("/{path}: not georeferenced: {why}"));
 }
 
 fn georef(ctx: &Context, meta: &ArrayMetadata) -> Result<Georef, String> {

@@ -6,8 +6,8 @@
 //! Each format is one small file holding a [`ViewFormat`] and one line in [`FORMATS`]:
 //! its name, suffix, aliases, where its file sits, and how it builds the file from a
 //! [`Context`] (the node, its parents' attributes, sibling arrays). A file is a list of
-//! [`Segment`]s: literal bytes, or byte ranges of arrays' flat views, which the
-//! filesystem serves from the arrays' one shared view each.
+//! [`Segment`]s: literal bytes, byte ranges of arrays' flat views, or a plane of one cut
+//! into tiles, which the filesystem serves from the arrays' one shared view each.
 
 mod context;
 mod crs;
@@ -16,17 +16,22 @@ mod geo;
 mod mhd;
 mod npy;
 mod nrrd;
+mod ome;
+mod pyramid;
 mod raw;
 mod scalar;
 #[cfg(test)]
 mod test_concat;
 mod tiff;
+mod tiff_ifd;
+mod tiles;
 mod vrt;
 
 use std::fmt;
 use std::str::FromStr;
 
 pub use context::{too_large, Context};
+pub use tiles::TileGrid;
 
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
@@ -46,6 +51,7 @@ static FORMATS: &[&dyn ViewFormat] = &[
     &mhd::Mhd,
     &nrrd::Nrrd,
     &vrt::Vrt,
+    &ome::OmeTiff,
     #[cfg(test)]
     &test_concat::Concat,
 ];
@@ -67,6 +73,8 @@ pub enum Segment {
         path: String,
         range: Option<(u64, u64)>,
     },
+    /// One plane of the flat view of the array at `path`, as tiles (see [`TileGrid`]).
+    Tiles { path: String, grid: TileGrid },
 }
 
 impl Segment {
@@ -239,6 +247,19 @@ impl fmt::Display for ViewSet {
 /// in F order.
 fn file_shape(meta: &ArrayMetadata, layout: Layout) -> Vec<u64> {
     crate::read::geometry::file_shape(&meta.shape, layout.order)
+}
+
+/// Log `line` at info level the first time it comes (a view is built again on every
+/// refresh of its node).
+fn log_once(line: String) {
+    use std::collections::HashSet;
+    use std::sync::LazyLock;
+    static SEEN: LazyLock<parking_lot::Mutex<HashSet<String>>> = LazyLock::new(Default::default);
+    let mut seen = SEEN.lock();
+    if seen.len() < 100_000 && seen.insert(line.clone()) {
+        drop(seen);
+        log::info!("{line}");
+    }
 }
 
 /// Fail for an array with no elements: image formats need every size at least 1.

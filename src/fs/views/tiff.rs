@@ -11,6 +11,7 @@
 use super::crs::CrsKind;
 use super::geo::{self, number, Georef, Raster};
 use super::scalar::Scalar;
+use super::tiff_ifd::{sample, Endian, Flavour, Tag};
 use super::{non_empty, Absent, Built, Context, ViewFormat, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
@@ -39,153 +40,8 @@ impl ViewFormat for Tiff {
 /// with the raw file's pages.
 const DATA_ALIGN: u64 = 4096;
 
-const ASCII: u16 = 2;
-const SHORT: u16 = 3;
-const LONG: u16 = 4;
-const DOUBLE: u16 = 12;
-const LONG8: u16 = 16;
-
 const STRIP_OFFSETS: u16 = 273;
 const DESCRIPTION: u16 = 270;
-
-/// Numbers in the file's byte order.
-#[derive(Clone, Copy)]
-struct Endian {
-    big_endian: bool,
-}
-
-impl Endian {
-    fn put<const N: usize>(self, out: &mut Vec<u8>, le: [u8; N], be: [u8; N]) {
-        out.extend_from_slice(if self.big_endian { &be } else { &le });
-    }
-    fn u16s(self, values: &[u16]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for v in values {
-            self.put(&mut out, v.to_le_bytes(), v.to_be_bytes());
-        }
-        out
-    }
-    fn u32(self, v: u32) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.put(&mut out, v.to_le_bytes(), v.to_be_bytes());
-        out
-    }
-    fn u64(self, v: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.put(&mut out, v.to_le_bytes(), v.to_be_bytes());
-        out
-    }
-    fn f64s(self, values: &[f64]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for v in values {
-            self.put(&mut out, v.to_le_bytes(), v.to_be_bytes());
-        }
-        out
-    }
-}
-
-/// One IFD entry: its value's bytes in the file's order (placed in the entry when they
-/// fit, else once in the block after the first IFD, shared by every page).
-#[derive(Clone)]
-struct Tag {
-    tag: u16,
-    kind: u16,
-    count: u64,
-    bytes: Vec<u8>,
-}
-
-impl Tag {
-    fn short(o: Endian, tag: u16, values: &[u16]) -> Tag {
-        Tag {
-            tag,
-            kind: SHORT,
-            count: values.len() as u64,
-            bytes: o.u16s(values),
-        }
-    }
-    fn long(o: Endian, tag: u16, v: u32) -> Tag {
-        Tag {
-            tag,
-            kind: LONG,
-            count: 1,
-            bytes: o.u32(v),
-        }
-    }
-    fn doubles(o: Endian, tag: u16, values: &[f64]) -> Tag {
-        Tag {
-            tag,
-            kind: DOUBLE,
-            count: values.len() as u64,
-            bytes: o.f64s(values),
-        }
-    }
-    /// Text with its terminating NUL.
-    fn ascii(tag: u16, text: &str) -> Tag {
-        let mut bytes = text.as_bytes().to_vec();
-        bytes.push(0);
-        Tag {
-            tag,
-            kind: ASCII,
-            count: bytes.len() as u64,
-            bytes,
-        }
-    }
-    /// An offset or byte count: LONG in TIFF, LONG8 in BigTIFF.
-    fn word(o: Endian, big: bool, tag: u16, v: u64) -> Tag {
-        if big {
-            Tag {
-                tag,
-                kind: LONG8,
-                count: 1,
-                bytes: o.u64(v),
-            }
-        } else {
-            Tag::long(o, tag, v as u32)
-        }
-    }
-}
-
-/// Sizes of the two flavours' structures.
-#[derive(Clone, Copy)]
-struct Flavour {
-    big: bool,
-}
-
-impl Flavour {
-    fn header(self) -> u64 {
-        if self.big {
-            16
-        } else {
-            8
-        }
-    }
-    fn entry(self) -> u64 {
-        if self.big {
-            20
-        } else {
-            12
-        }
-    }
-    /// The entry count before and the next-IFD offset after the entries.
-    fn frame(self) -> u64 {
-        if self.big {
-            16
-        } else {
-            6
-        }
-    }
-    fn ifd(self, entries: usize) -> u64 {
-        self.frame() + self.entry() * entries as u64
-    }
-    /// Values that fit in an entry are stored in it.
-    fn inline(self) -> u64 {
-        if self.big {
-            8
-        } else {
-            4
-        }
-    }
-}
 
 /// Where everything goes: first IFD, the shared values (each tag's offset, 0 when the
 /// value sits in its entry), later IFDs, data.
@@ -254,18 +110,12 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
     let o = Endian {
         big_endian: layout.big_endian,
     };
-    let (bits, format) = match scalar {
-        Scalar::Bool => (8, 1),
-        Scalar::UInt(n) => (n * 8, 1),
-        Scalar::Int(n) => (n * 8, 2),
-        Scalar::Float(n) => (n * 8, 3),
-        Scalar::Complex(n) => (n * 8, 6),
-    };
+    let (bits, format) = sample(scalar);
     let tags_of = |big: bool| {
         let mut tags = vec![
             Tag::long(o, 256, cols32),
             Tag::long(o, 257, rows32),
-            Tag::short(o, 258, &[bits as u16]),
+            Tag::short(o, 258, &[bits]),
             Tag::short(o, 259, &[1]),
             Tag::short(o, 262, &[1]),
             Tag::ascii(DESCRIPTION, &desc),
@@ -296,15 +146,8 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
     let f = p.flavour;
     let header_len = usize::try_from(p.data_at).map_err(|_| too_large())?;
     let mut out = Vec::with_capacity(header_len);
-    out.extend_from_slice(if layout.big_endian { b"MM" } else { b"II" });
-    if f.big {
-        out.extend(o.u16s(&[43, 8, 0]));
-        out.extend(o.u64(f.header()));
-    } else {
-        out.extend(o.u16s(&[42]));
-        out.extend(o.u32(f.header() as u32));
-    }
-    let word = |v: u64| if f.big { o.u64(v) } else { o.u32(v as u32) };
+    out.extend(o.file_header(f, f.header()));
+    let word = |v: u64| f.word(o, v);
     for page in 0..pages {
         let first = page == 0;
         let at = if first {
