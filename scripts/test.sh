@@ -60,6 +60,8 @@ RUST_LOG=error target/venv-icechunk/bin/python scripts/make_fixtures_icechunk.py
 # Georeferenced stores written by xarray + rioxarray, netCDF4 + xarray and GDAL's own
 # Zarr writer (tests/geo.rs).
 target/venv-geo/bin/python scripts/make_fixtures_geo.py target/fixtures
+# OME-Zarr images (NGFF 0.4 and 0.5) written by ome-zarr-py (tests/ome.rs).
+target/venv-ome/bin/python scripts/make_fixtures_ome.py target/fixtures
 # The bad-input corpus of tests/hostile.rs: broken and hostile stores (FIFOs and device
 # files among them, so this runs as root).
 target/venv-zarr3/bin/python scripts/make_hostile.py target/hostile
@@ -86,7 +88,7 @@ cargo test --release -- --test-threads=2
 for io in direct cache; do
     ZARRFS_TEST_IO=$io ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
         cargo test --release --test mount --test views --test stress --test hostile --test remote \
-        --test references --test icechunk --test refresh --test geo -- --test-threads=2
+        --test references --test icechunk --test refresh --test geo --test ome -- --test-threads=2
 done
 # Fuzz smoke run: every fuzz target (fuzz/) for 30 s under afl-fuzz; fails on a crash.
 bash scripts/fuzz.sh 30

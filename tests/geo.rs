@@ -19,17 +19,6 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The Python of venv `name` under `target/` (made by `scripts/setup_python.sh`).
-fn venv_python(name: &str) -> PathBuf {
-    let python = repo().join("target").join(name).join("bin/python");
-    assert!(
-        python.exists(),
-        "no Python at {}: run scripts/test.sh (scripts/setup_python.sh makes it)",
-        python.display()
-    );
-    python
-}
-
 fn check_geo(python: &Path, args: &[String]) -> (CliRun, String) {
     let run = CliRun::run(
         Command::new(python)
@@ -38,12 +27,6 @@ fn check_geo(python: &Path, args: &[String]) -> (CliRun, String) {
     );
     let stdout = String::from_utf8_lossy(&run.stdout).to_string();
     (run, stdout)
-}
-
-/// The JSON document on the last line of `out`.
-fn last_json(out: &str) -> Value {
-    let line = out.lines().last().unwrap_or("");
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON last line ({e}) in:\n{out}"))
 }
 
 struct Fixtures {
@@ -64,7 +47,7 @@ fn fixtures() -> Fixtures {
     );
     let expected = TempDir::new("geo-expect");
     let (run, stdout) = check_geo(
-        &venv_python("venv-geo"),
+        &common::venv_python("ZARRFS_GEO_PYTHON", "venv-geo"),
         &[
             "expect".into(),
             dir.join("manifest.json").to_string_lossy().into(),
@@ -119,19 +102,22 @@ fn both_gdals_agree(f: &Fixtures, mounts: &[(String, Mount)], views: &str) -> Ve
         args.push(format!("{store}={}", mount.mountpoint.display()));
     }
     let logs: String = mounts.iter().map(|(_, m)| m.log()).collect();
-    ["venv-geo", "venv-views"]
-        .iter()
-        .map(|venv| {
-            let (run, stdout) = check_geo(&venv_python(venv), &args);
-            println!("check_geo.py ({venv}) --views {views}:\n{stdout}");
-            assert!(
-                run.success(),
-                "check_geo.py ({venv}) failed: {run}\n{stdout}\ndaemon logs: {}",
-                common::tail(&logs, 3000)
-            );
-            last_json(&stdout)["counts"].clone()
-        })
-        .collect()
+    [
+        ("ZARRFS_GEO_PYTHON", "venv-geo"),
+        ("ZARRFS_VIEWS_PYTHON", "venv-views"),
+    ]
+    .iter()
+    .map(|&(env, venv)| {
+        let (run, stdout) = check_geo(&common::venv_python(env, venv), &args);
+        println!("check_geo.py ({venv}) --views {views}:\n{stdout}");
+        assert!(
+            run.success(),
+            "check_geo.py ({venv}) failed: {run}\n{stdout}\ndaemon logs: {}",
+            common::tail(&logs, 3000)
+        );
+        common::last_json(&stdout)["counts"].clone()
+    })
+    .collect()
 }
 
 #[test]

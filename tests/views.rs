@@ -33,39 +33,19 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The Python of venv `name` under `target/` (made by `scripts/setup_python.sh`), or the
-/// one `env` names; a missing one fails the test.
-fn venv_python(env: &str, name: &str) -> PathBuf {
-    let python = std::env::var_os(env)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target").join(name).join("bin/python"));
-    assert!(
-        python.exists(),
-        "no Python at {}: run scripts/test.sh (scripts/setup_python.sh makes it)",
-        python.display()
-    );
-    python
-}
-
 /// The readers' Python (`target/venv-views`: Debian's Python with GDAL, plus tifffile,
 /// SimpleITK and pynrrd), or `$ZARRFS_VIEWS_PYTHON`.
 fn views_python() -> PathBuf {
-    venv_python("ZARRFS_VIEWS_PYTHON", "venv-views")
+    common::venv_python("ZARRFS_VIEWS_PYTHON", "venv-views")
 }
 
 /// zarr-python 3's Python (`target/venv-zarr3`), which writes the BigTIFF store.
 fn zarr_python() -> PathBuf {
-    venv_python("ZARRFS_ZARR_PYTHON", "venv-zarr3")
+    common::venv_python("ZARRFS_ZARR_PYTHON", "venv-zarr3")
 }
 
 fn check_views_script() -> PathBuf {
     repo().join("scripts/check_views.py")
-}
-
-/// The JSON document on the last line of `out`.
-fn last_json(out: &str) -> Value {
-    let line = out.lines().last().unwrap_or("");
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON last line ({e}) in:\n{out}"))
 }
 
 /// Mounts the v3 and v2 stores with `args`, runs `check_views.py check` over them and
@@ -119,7 +99,7 @@ fn readers_agree(args: &[&str], order: &str, endian: &str, views: &str, minimum:
         "check_views.py failed: {run}\n{stdout}\ndaemon logs: {}",
         common::tail(&logs, 3000)
     );
-    let counts = &last_json(&stdout)["counts"];
+    let counts = &common::last_json(&stdout)["counts"];
     for (reader, least) in minimum {
         let n = counts[*reader].as_u64().unwrap_or(0);
         assert!(
@@ -444,7 +424,7 @@ fn bigtiff_of_fill_value_past_4_gib() {
         "make-bigtiff: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc = last_json(&String::from_utf8_lossy(&out.stdout));
+    let doc = common::last_json(&String::from_utf8_lossy(&out.stdout));
     let store = PathBuf::from(doc["store"].as_str().expect("store"));
     let data: u64 = 3 * 40_000 * 40_000;
     let mount = Mount::new(&store, &["--views", "tiff"]);
@@ -472,7 +452,7 @@ fn bigtiff_of_fill_value_past_4_gib() {
     );
     let text = String::from_utf8_lossy(&run.stdout).to_string();
     assert!(run.success(), "tifffile on the BigTIFF: {run}\n{text}");
-    let pages = last_json(&text);
+    let pages = common::last_json(&text);
     let offsets: Vec<u64> = pages["offsets"]
         .as_array()
         .expect("offsets")

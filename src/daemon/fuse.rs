@@ -273,7 +273,7 @@ impl Filesystem for FuseAdapter {
                     }
                     Opened::Daemon => {
                         let copied = materializer.will_copy(ino.0);
-                        let flags = match io.open(ino.0, copied) {
+                        let flags = match io.open(ino.0, copied, fs.tiled(fh)) {
                             // Changed since its last open: the kernel drops its pages.
                             OpenIo::Cache if changed => FopenFlags::empty(),
                             OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,

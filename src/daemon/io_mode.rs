@@ -7,6 +7,9 @@
 //!   kernel copying into page-cache pages that are read much later;
 //! - a lone file that will be materialized once read through (see
 //!   [`crate::daemon::materialize`]): direct, since re-reads will come from that copy;
+//! - a tiled file (an OME-TIFF pyramid), read a tile at a time: direct, since the
+//!   kernel's readahead past a tile would read the tiles after it, of other levels too,
+//!   decoding chunks nobody asked for;
 //! - any other lone file: the page cache, so that re-reads run at memory speed.
 
 use std::collections::{HashMap, HashSet};
@@ -72,14 +75,15 @@ impl IoPolicy {
     }
 
     /// An open of `ino` read through the daemon (`copied`: re-reads will be served from
-    /// a materialized copy): how it is read. Each open must be followed by
-    /// [`IoPolicy::release`].
-    pub fn open(&self, ino: u64, copied: bool) -> OpenIo {
+    /// a materialized copy; `tiled`: a file read a tile at a time): how it is read. Each
+    /// open must be followed by [`IoPolicy::release`].
+    pub fn open(&self, ino: u64, copied: bool, tiled: bool) -> OpenIo {
         let mut opens = self.opens.lock();
         *opens.live.entry(ino).or_default() += 1;
         let io = match self.mode {
             IoMode::Cache => OpenIo::Cache,
             IoMode::Direct => OpenIo::Direct,
+            IoMode::Auto if tiled => OpenIo::Direct,
             IoMode::Auto => {
                 let others = opens.live.keys().any(|&other| other != ino);
                 if opens.cached.contains(&ino) || !(others || copied) {
@@ -114,33 +118,61 @@ mod tests {
     #[test]
     fn auto_reads_a_lone_file_through_the_page_cache_and_concurrent_ones_direct() {
         let p = IoPolicy::new(IoMode::Auto);
-        assert_eq!(p.open(1, false), OpenIo::Cache, "alone");
-        assert_eq!(p.open(1, false), OpenIo::Cache, "the same file again");
-        assert_eq!(p.open(2, false), OpenIo::Direct, "while 1 is read");
-        assert_eq!(p.open(3, false), OpenIo::Direct, "while 1 and 2 are read");
+        assert_eq!(p.open(1, false, false), OpenIo::Cache, "alone");
+        assert_eq!(
+            p.open(1, false, false),
+            OpenIo::Cache,
+            "the same file again"
+        );
+        assert_eq!(p.open(2, false, false), OpenIo::Direct, "while 1 is read");
+        assert_eq!(
+            p.open(3, false, false),
+            OpenIo::Direct,
+            "while 1 and 2 are read"
+        );
         p.release(1);
         p.release(1);
         p.release(2);
         p.release(3);
         // Opened again with nothing else open: the page cache.
-        assert_eq!(p.open(2, false), OpenIo::Cache, "alone again");
+        assert_eq!(p.open(2, false, false), OpenIo::Cache, "alone again");
         // 1 went through the page cache before: its pages may be warm.
         assert_eq!(
-            p.open(1, false),
+            p.open(1, false, false),
             OpenIo::Cache,
             "cached before, while 2 is read"
         );
-        assert_eq!(p.open(3, false), OpenIo::Direct, "while 1 and 2 are read");
+        assert_eq!(
+            p.open(3, false, false),
+            OpenIo::Direct,
+            "while 1 and 2 are read"
+        );
         p.release(3);
         p.release(3);
-        assert_eq!(p.open(4, false), OpenIo::Direct, "1 and 2 still open");
+        assert_eq!(
+            p.open(4, false, false),
+            OpenIo::Direct,
+            "1 and 2 still open"
+        );
         // A lone file that will be materialized is direct; one in the page cache is not.
         let p = IoPolicy::new(IoMode::Auto);
-        assert_eq!(p.open(5, true), OpenIo::Direct, "re-reads from the copy");
+        assert_eq!(
+            p.open(5, true, false),
+            OpenIo::Direct,
+            "re-reads from the copy"
+        );
         p.release(5);
-        assert_eq!(p.open(6, false), OpenIo::Cache);
+        assert_eq!(p.open(6, false, false), OpenIo::Cache);
         p.release(6);
-        assert_eq!(p.open(6, true), OpenIo::Cache, "its pages may be cached");
+        assert_eq!(
+            p.open(6, true, false),
+            OpenIo::Cache,
+            "its pages may be cached"
+        );
+        p.release(6);
+        assert_eq!(p.open(7, false, true), OpenIo::Direct, "tiled, alone");
+        p.release(7);
+        assert_eq!(p.open(7, false, true), OpenIo::Direct, "tiled, again");
     }
 
     #[test]
@@ -150,11 +182,13 @@ mod tests {
             (IoMode::Direct, OpenIo::Direct),
         ] {
             let p = IoPolicy::new(mode);
-            assert_eq!(p.open(1, false), io);
-            assert_eq!(p.open(2, true), io);
+            assert_eq!(p.open(1, false, false), io);
+            assert_eq!(p.open(2, true, false), io);
+            assert_eq!(p.open(3, false, true), io);
+            p.release(3);
             p.release(1);
             p.release(2);
-            assert_eq!(p.open(2, false), io);
+            assert_eq!(p.open(2, false, false), io);
         }
         assert_eq!("auto".parse(), Ok(IoMode::Auto));
         assert!("fast".parse::<IoMode>().is_err());

@@ -628,6 +628,11 @@ impl ZarrFs {
         content.view().map(|_| content.size())
     }
 
+    /// Whether open file `fh` is read a tile at a time (see [`Content::tiled`]).
+    pub fn tiled(&self, fh: u64) -> bool {
+        self.handle(fh).is_ok_and(|h| h.content.tiled())
+    }
+
     /// Whether `n` bytes read at `offset` of open file `fh` reach its end.
     pub fn reaches_end(&self, fh: u64, offset: u64, n: usize) -> bool {
         let size = self.handle(fh).map(|h| h.content.size());

@@ -29,6 +29,29 @@ pub fn fixtures_dir() -> PathBuf {
 }
 
 /// The fixture folder and the manifest at `rel` in it, which `script` writes.
+/// The Python of venv `name` under `target/` (made by `scripts/setup_python.sh`), or the
+/// one environment variable `env` names; a missing one fails the test.
+pub fn venv_python(env: &str, name: &str) -> PathBuf {
+    let python = std::env::var_os(env).map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(name)
+            .join("bin/python")
+    });
+    assert!(
+        python.exists(),
+        "no Python at {}: run scripts/test.sh (scripts/setup_python.sh makes it)",
+        python.display()
+    );
+    python
+}
+
+/// The JSON document on the last line of `out`.
+pub fn last_json(out: &str) -> Value {
+    let line = out.lines().last().unwrap_or("");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON last line ({e}) in:\n{out}"))
+}
+
 pub fn manifest_at(rel: &str, script: &str) -> (PathBuf, Value) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fixtures");
     let manifest = dir.join(rel);
