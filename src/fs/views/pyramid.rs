@@ -270,4 +270,45 @@ mod tests {
         assert_eq!((grid.across(), grid.down()), (2, 2));
         assert!(super::segments(&Pyramid { planes: 0, ..p }).is_err());
     }
+
+    #[test]
+    fn a_pyramid_past_4_gib_is_a_bigtiff_with_64_bit_tile_offsets() {
+        let levels = [level("b/0", 70_000, 70_000), level("b/1", 35_000, 35_000)];
+        let levels: Vec<Level> = levels
+            .into_iter()
+            .map(|l| Level {
+                tile: (1024, 1024),
+                ..l
+            })
+            .collect();
+        let p = Pyramid {
+            planes: 1,
+            scalar: Scalar::UInt(1),
+            big_endian: true,
+            description: "<OME/>",
+            levels: &levels,
+        };
+        let segments = segments(&p).unwrap();
+        let Segment::Bytes(header) = &segments[0] else {
+            panic!("no header first")
+        };
+        assert_eq!(&header[..4], b"MM\0\x2b", "a big-endian BigTIFF");
+        let Segment::Tiles { grid, .. } = &segments[2] else {
+            panic!("no tiles")
+        };
+        // The full resolution comes last: its last tile ends past 4 GiB.
+        let end = header.len() as u64 + 35_840 * 35_840 + grid.bytes();
+        assert!(end > u32::MAX as u64, "{end}");
+        // TileOffsets of the full resolution: LONG8 entries in the first IFD.
+        let entries = u64::from_be_bytes(header[16..24].try_into().unwrap());
+        let offsets = (0..entries as usize)
+            .map(|i| &header[24 + 20 * i..24 + 20 * (i + 1)])
+            .find(|e| e[..2] == 324u16.to_be_bytes())
+            .expect("TileOffsets");
+        assert_eq!(offsets[2..4], 16u16.to_be_bytes(), "LONG8");
+        assert_eq!(
+            u64::from_be_bytes(offsets[4..12].try_into().unwrap()),
+            69 * 69
+        );
+    }
 }
