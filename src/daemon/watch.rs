@@ -1,7 +1,6 @@
 //! A local folder's metadata, watched with inotify (the `notify` crate) while the mount
 //! refreshes: when a metadata document (`zarr.json`, `.zarray`, `.zgroup`, `.zattrs`,
-//! `.zmetadata`) has been written (closed after writing, or renamed into place) or is
-//! removed, the node holding it is read again at once,
+//! `.zmetadata`) is written, moved or removed, the node holding it is read again at once,
 //! as `zarrfs refresh` does, instead of after the refresh interval; a new folder in a
 //! watched one (a new group or array) is watched too and its parent read again. Chunk
 //! files follow the interval. Only node folders are watched, one inotify watch each:
@@ -11,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use parking_lot::Mutex;
 
@@ -57,6 +55,9 @@ pub fn watch(root: &Path, refresh: impl Fn(&str) + Send + Sync + 'static) -> Res
         .spawn(move || {
             // Ends when the watcher is dropped (its sender with it).
             for event in events {
+                if matches!(event.kind, EventKind::Access(_) | EventKind::Other) {
+                    continue;
+                }
                 for path in &event.paths {
                     let Some(holder) = holder(&root, path) else {
                         continue;
@@ -65,27 +66,16 @@ pub fn watch(root: &Path, refresh: impl Fn(&str) + Send + Sync + 'static) -> Res
                         .file_name()
                         .and_then(|n| n.to_str())
                         .is_some_and(|n| DOCUMENTS.contains(&n));
-                    match event.kind {
-                        // A document written whole (closed, or renamed into place) or
-                        // removed; not one being written, which would read half of it.
-                        EventKind::Access(AccessKind::Close(AccessMode::Write))
-                        | EventKind::Modify(ModifyKind::Name(_))
-                        | EventKind::Remove(RemoveKind::File)
-                            if is_document =>
-                        {
-                            refresh(&holder)
-                        }
+                    if is_document || matches!(event.kind, EventKind::Remove(_)) {
+                        refresh(&holder);
+                    } else if matches!(event.kind, EventKind::Create(_)) && path.is_dir() {
                         // A new folder, perhaps a new node: watched first, then its
                         // parent read again, so that a document written in between is
                         // not missed.
-                        EventKind::Create(CreateKind::Folder) => {
-                            if let Some(w) = weak.upgrade() {
-                                add(&w, path, &watched);
-                            }
-                            refresh(&holder);
+                        if let Some(w) = weak.upgrade() {
+                            add(&w, path, &watched);
                         }
-                        EventKind::Remove(RemoveKind::Folder) => refresh(&holder),
-                        _ => {}
+                        refresh(&holder);
                     }
                 }
             }
