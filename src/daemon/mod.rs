@@ -10,4 +10,3 @@ pub mod materialize;
 pub mod memory;
 pub mod mount;
 pub mod mount_failure;
-pub mod watch;

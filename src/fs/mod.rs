@@ -169,18 +169,12 @@ impl ZarrFs {
     /// pages the kernel is to drop.
     pub fn refresh(&self, ino: u64) -> Result<Vec<u64>> {
         let entry = self.entry(ino)?;
-        self.refresh_path(entry.node.path())
-    }
-
-    /// Read the node at `path` and everything below it from the store again now (a
-    /// watched folder's metadata changed): the inodes whose attributes and pages the
-    /// kernel is to drop.
-    pub fn refresh_path(&self, path: &str) -> Result<Vec<u64>> {
-        self.hierarchy.refresh(path)?;
+        let path = entry.node.path().to_string();
+        self.hierarchy.refresh(&path)?;
         self.absent
             .lock()
-            .retain(|(p, _), _| !crate::hierarchy::under(p, path));
-        Ok(self.inodes.under(path))
+            .retain(|(p, _), _| !crate::hierarchy::under(p, &path));
+        Ok(self.inodes.under(&path))
     }
 
     /// The name of the raw file of the array at `path`.
