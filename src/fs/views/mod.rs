@@ -262,6 +262,14 @@ fn log_once(line: String) {
     }
 }
 
+/// Text for a double-quoted XML attribute or element (VRT, OME-XML).
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 /// Fail for an array with no elements: image formats need every size at least 1.
 fn non_empty(meta: &ArrayMetadata) -> std::result::Result<(), Absent> {
     if meta.shape.contains(&0) {

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::pyramid::{self, Level, Pyramid};
 use super::scalar::Scalar;
-use super::{log_once, non_empty, Built, Context, Placement, ViewFormat};
+use super::{log_once, non_empty, xml_escape, Built, Context, Placement, ViewFormat};
 use crate::hierarchy::{join, normalize};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Order;
@@ -180,9 +180,7 @@ fn image(
         .and_then(Value::as_array)
         .filter(|d| !d.is_empty())
         .ok_or("no datasets")?;
-    let mut levels = Vec::new();
-    let mut first: Option<(std::sync::Arc<ArrayMetadata>, Scalar, Vec<f64>)> = None;
-    for (i, dataset) in datasets.iter().enumerate() {
+    let level_array = |i: usize, dataset: &Value| {
         let path = dataset
             .get("path")
             .and_then(Value::as_str)
@@ -192,56 +190,35 @@ fn image(
         let meta = ctx
             .array(&path)
             .map_err(|e| format!("level {i} ({path}): {e}"))?;
-        let rank = meta.shape.len();
-        if let Some((base, _, _)) = &first {
-            let same = rank == base.shape.len()
-                && meta.dtype == base.dtype
-                && meta.shape[..rank - 2] == base.shape[..rank - 2];
-            if !same {
-                log_once(format!(
-                    "/{}: OME-TIFF: the pyramid ends before level {i} ({path}): its data type \
-                     or leading sizes differ from level 0's",
-                    ctx.path()
-                ));
-                break;
-            }
-            levels.push(level(&path, &meta));
-            continue;
-        }
-        if rank < 2 {
-            return Err(format!(
-                "level 0 ({path}) has rank {rank} (an image needs 2 or more)"
+        Ok::<_, String>((path, meta))
+    };
+    let (path, base) = level_array(0, &datasets[0])?;
+    let rank = base.shape.len();
+    if rank < 2 {
+        return Err(format!(
+            "level 0 ({path}) has rank {rank} (an image needs 2 or more)"
+        ));
+    }
+    let scalar = Scalar::of(&base.dtype)?;
+    ome_type(scalar)?;
+    non_empty(&base)?;
+    let scale = scale(&datasets[0], multiscale, rank);
+    let mut levels = vec![level(&path, &base)];
+    for (i, dataset) in datasets.iter().enumerate().skip(1) {
+        let (path, meta) = level_array(i, dataset)?;
+        let same = meta.shape.len() == rank
+            && meta.dtype == base.dtype
+            && meta.shape[..rank - 2] == base.shape[..rank - 2];
+        if !same {
+            log_once(format!(
+                "/{}: OME-TIFF: the pyramid ends before level {i} ({path}): its data type \
+                 or leading sizes differ from level 0's",
+                ctx.path()
             ));
-        }
-        let scalar = Scalar::of(&meta.dtype)?;
-        ome_type(scalar)?;
-        non_empty(&meta)?;
-        let mut scale = vec![1.0; rank];
-        for transforms in [
-            dataset.get("coordinateTransformations"),
-            multiscale.get("coordinateTransformations"),
-        ] {
-            for t in transforms.and_then(Value::as_array).into_iter().flatten() {
-                if t.get("type").and_then(Value::as_str) != Some("scale") {
-                    continue;
-                }
-                let values: Vec<f64> = t
-                    .get("scale")
-                    .and_then(Value::as_array)
-                    .map(|v| v.iter().filter_map(Value::as_f64).collect())
-                    .unwrap_or_default();
-                if values.len() == rank {
-                    scale.iter_mut().zip(values).for_each(|(s, v)| *s *= v);
-                }
-            }
+            break;
         }
         levels.push(level(&path, &meta));
-        first = Some((meta, scalar, scale));
     }
-    let Some((base, scalar, scale)) = first else {
-        return Err("no datasets".into());
-    };
-    let rank = base.shape.len();
     let axes = axes(multiscale, rank)?;
     let planes = base.shape[..rank - 2]
         .iter()
@@ -274,6 +251,31 @@ fn image(
         levels,
         channels,
     })
+}
+
+/// The scale of each of the `rank` axes of `dataset`: its `scale` transforms times the
+/// multiscale's own (1 where none is given).
+fn scale(dataset: &Value, multiscale: &Map<String, Value>, rank: usize) -> Vec<f64> {
+    let mut scale = vec![1.0; rank];
+    for transforms in [
+        dataset.get("coordinateTransformations"),
+        multiscale.get("coordinateTransformations"),
+    ] {
+        for t in transforms.and_then(Value::as_array).into_iter().flatten() {
+            if t.get("type").and_then(Value::as_str) != Some("scale") {
+                continue;
+            }
+            let values: Vec<f64> = t
+                .get("scale")
+                .and_then(Value::as_array)
+                .map(|v| v.iter().filter_map(Value::as_f64).collect())
+                .unwrap_or_default();
+            if values.len() == rank {
+                scale.iter_mut().zip(values).for_each(|(s, v)| *s *= v);
+            }
+        }
+    }
+    scale
 }
 
 /// A level's planes and its tiles, the size of its (inner) chunks' last two sides.
@@ -352,15 +354,6 @@ fn unit_symbol(unit: &str) -> Option<&'static str> {
     })
 }
 
-/// Text for an XML attribute.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
-}
-
 impl Image {
     /// The size of OME dimension `dim` (1 when the image has no such axis).
     fn size(&self, dim: Dim) -> u64 {
@@ -422,7 +415,7 @@ impl Image {
                 "<Channel ID=\"Channel:0:{c}\" SamplesPerPixel=\"1\""
             ));
             if let Some(label) = label {
-                pixels.push_str(&format!(" Name=\"{}\"", escape(&label)));
+                pixels.push_str(&format!(" Name=\"{}\"", xml_escape(&label)));
             }
             if let Some(color) = color {
                 pixels.push_str(&format!(" Color=\"{color}\""));
@@ -441,7 +434,7 @@ impl Image {
              http://www.openmicroscopy.org/Schemas/OME/2016-06/ome.xsd\" \
              Creator=\"zarrfs {}\"><Image ID=\"Image:0\" Name=\"{}\">{pixels}</Image></OME>",
             env!("CARGO_PKG_VERSION"),
-            escape(name),
+            xml_escape(name),
         )
     }
 }

@@ -40,18 +40,29 @@ pub struct Pyramid<'a> {
 }
 
 impl Pyramid<'_> {
-    /// Plane `plane` of level `level` as tiles.
-    fn grid(&self, level: usize, plane: u64) -> Option<TileGrid> {
+    /// The tiles of a plane of level `level`, as if it were the first.
+    fn tiling(&self, level: usize) -> TileGrid {
         let l = &self.levels[level];
-        let item = self.scalar.size() as u64;
-        let plane_bytes = l.rows.checked_mul(l.cols)?.checked_mul(item)?;
-        let grid = TileGrid {
-            plane_at: plane.checked_mul(plane_bytes)?,
+        TileGrid {
+            plane_at: 0,
             rows: l.rows,
             cols: l.cols,
-            item,
+            item: self.scalar.size() as u64,
             tile_rows: l.tile.0,
             tile_cols: l.tile.1,
+        }
+    }
+
+    /// Plane `plane` of level `level` as tiles.
+    fn grid(&self, level: usize, plane: u64) -> Option<TileGrid> {
+        let tiling = self.tiling(level);
+        let plane_bytes = tiling
+            .rows
+            .checked_mul(tiling.cols)?
+            .checked_mul(tiling.item)?;
+        let grid = TileGrid {
+            plane_at: plane.checked_mul(plane_bytes)?,
+            ..tiling
         };
         grid.checked_len()?;
         Some(grid)
@@ -88,8 +99,10 @@ impl Pyramid<'_> {
     ) -> Vec<Tag> {
         let l = &self.levels[level];
         let (bits, format) = sample(self.scalar);
-        let tile_bytes = l.tile.0 * l.tile.1 * self.scalar.size() as u64;
-        let count = l.rows.div_ceil(l.tile.0) * l.cols.div_ceil(l.tile.1);
+        // Sizes checked by `segments` before any IFD is made.
+        let tiling = self.tiling(level);
+        let tile_bytes = tiling.tile_bytes().unwrap_or(0);
+        let count = tiling.across() * tiling.down();
         let mut tags = vec![
             Tag::long(o, 254, u32::from(level > 0)),
             Tag::long(o, 256, l.cols as u32),

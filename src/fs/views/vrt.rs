@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::geo::{self, Raster};
 use super::scalar::Scalar;
-use super::{non_empty, Absent, Built, Context, ViewFormat, MAX_PLANES};
+use super::{non_empty, xml_escape, Absent, Built, Context, ViewFormat, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
 
@@ -47,13 +47,6 @@ fn data_type(scalar: Scalar) -> Option<&'static str> {
         Scalar::Complex(16) => "CFloat64",
         _ => return None,
     })
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// Element strides of each axis in the file.
