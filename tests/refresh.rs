@@ -398,7 +398,8 @@ fn zarrfs_refresh_shows_a_change_at_once_and_refresh_off_never() {
     let store = tmp.path().join("s.zarr");
     // The store as made (one row), mounted.
     let first = write_store(&store, "3", "0");
-    let hour = Mount::new(&store, &["--refresh", "1h"]);
+    // Not watched: only the interval or `zarrfs refresh` shows a change.
+    let hour = Mount::new(&store, &["--refresh", "1h", "--no-watch"]);
     let off = Mount::new(&store, &["--refresh", "off"]);
     let rows = |m: &Mount| check_grow(&std::fs::read(m.path("grow")).expect("read grow"));
     assert_eq!(rows(&hour), Ok(first.grow_rows));
@@ -436,4 +437,42 @@ fn zarrfs_refresh_shows_a_change_at_once_and_refresh_off_never() {
         !refused.status.success(),
         "refresh of a mount with --refresh off"
     );
+}
+
+#[test]
+fn a_watched_local_folder_shows_a_metadata_change_at_once() {
+    for format in ["3", "2"] {
+        let tmp = TempDir::new("refresh-watch");
+        let store = tmp.path().join("s.zarr");
+        let first = write_store(&store, format, "0");
+        // An hour's interval: only the inotify watch can show the change in time.
+        let m = Mount::new(&store, &["--refresh", "1h", "--log-level", "info"]);
+        let rows = || check_grow(&std::fs::read(m.path("grow")).expect("read grow"));
+        assert_eq!(rows(), Ok(first.grow_rows));
+        assert!(!m.path("extra_2").exists());
+        let second = write_store(&store, format, "3");
+        assert_eq!(second.grow_rows, 2);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let seen = loop {
+            let size = std::fs::metadata(m.path("grow")).map(|md| md.len());
+            if m.path("extra_2").exists() && size.ok() == Some(second.grow_rows * 16) {
+                break true;
+            }
+            if std::time::Instant::now() > deadline {
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert!(
+            seen,
+            "v{format}: the change did not show within 10 s; log:\n{}",
+            m.log()
+        );
+        assert_eq!(rows(), Ok(second.grow_rows), "v{format}");
+        assert!(
+            m.log().contains("watching"),
+            "v{format}: no watch in the log:\n{}",
+            m.log()
+        );
+    }
 }

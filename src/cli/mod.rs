@@ -255,7 +255,8 @@ enum Command {
         #[arg(long, default_value = "auto", value_parser = crate::daemon::mount::parse_cache_size)]
         cache_size: usize,
         /// The files each array shows: a comma list of raw, npy, tiff, envi, mhd, nrrd,
-        /// vrt, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr, NAME.vrt).
+        /// vrt, ome-tiff, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr,
+        /// NAME.vrt; NAME.ome.tif beside an OME-Zarr image group).
         #[arg(long, default_value = "raw", value_parser = parse_views)]
         views: ViewSet,
         /// How reads reach the daemon: through the kernel page cache (cache), straight
@@ -279,6 +280,10 @@ enum Command {
         /// Default (auto): 60s for a remote store, off for a local one.
         #[arg(long, default_value = "auto", value_parser = parse_refresh)]
         refresh: Refresh,
+        /// With a refresh interval, a local folder is watched with inotify and a changed
+        /// metadata document shows at once; --no-watch leaves it to the interval.
+        #[arg(long)]
+        no_watch: bool,
         #[command(flatten)]
         log: logging::LogArgs,
         /// FUSE options (allow_other, allow_root, default_permissions, ...), store
@@ -480,6 +485,7 @@ fn run(cli: Cli) -> Result<()> {
             materialize,
             threads,
             refresh,
+            no_watch,
             log: _,
             options,
         } => {
@@ -503,6 +509,7 @@ fn run(cli: Cli) -> Result<()> {
                 io,
                 materialize: materialize.0,
                 refresh: refresh.0,
+                watch: !no_watch,
                 options: fuse_options,
             })
         }

@@ -1,6 +1,8 @@
 //! `zarrfs refresh PATH`: have a mount read a node (a file or folder inside it, or the
 //! whole mount) from its store again now. It is a `setxattr` of `user.zarrfs.refresh` on
-//! PATH, which any tool can make as well (`setfattr -n user.zarrfs.refresh -v 1 PATH`).
+//! PATH, which any tool can make as well (`setfattr -n user.zarrfs.refresh -v 1 PATH`),
+//! then a read of the same attribute, which the mount answers once the kernel has
+//! dropped the names it held below PATH (`getfattr -n user.zarrfs.refresh PATH`).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -29,6 +31,19 @@ pub fn refresh(path: &Path) -> Result<()> {
         )
     };
     if rc == 0 {
+        // Reading it back waits until the kernel has dropped the names it held of
+        // what was refreshed (the mount does that after answering the setxattr).
+        let mut back = [0u8; 8];
+        // SAFETY: both strings are NUL-terminated; the buffer's pointer and length
+        // describe one live buffer.
+        unsafe {
+            libc::getxattr(
+                c_path.as_ptr(),
+                name.as_ptr(),
+                back.as_mut_ptr().cast(),
+                back.len(),
+            )
+        };
         return Ok(());
     }
     let e = std::io::Error::last_os_error();

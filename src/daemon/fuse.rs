@@ -56,8 +56,47 @@ pub struct FuseAdapter {
     /// How the kernel is told to drop what it caches of a refreshed node (set once the
     /// session is made).
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    /// Refreshes answered whose names the kernel has not dropped yet.
+    dropping: Arc<Dropping>,
     /// Called once when the session ends, before fuser tears the mount down.
     on_end: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+/// Refreshes whose names are still being dropped from the kernel's cache (after the
+/// refresh was answered: the kernel holds the directory's lock until then). A read of
+/// `user.zarrfs.refresh` waits for them, so that `zarrfs refresh` returns once a path
+/// looked up next finds what the store holds now.
+#[derive(Default)]
+struct Dropping {
+    count: parking_lot::Mutex<u64>,
+    done: parking_lot::Condvar,
+}
+
+impl Dropping {
+    /// Longest wait for the names to be dropped.
+    const WAIT: Duration = Duration::from_secs(30);
+
+    fn start(&self) {
+        *self.count.lock() += 1;
+    }
+
+    fn end(&self) {
+        let mut count = self.count.lock();
+        *count = count.saturating_sub(1);
+        self.done.notify_all();
+    }
+
+    /// Wait until no names are being dropped (at most [`Dropping::WAIT`]).
+    fn wait(&self) {
+        let deadline = std::time::Instant::now() + Self::WAIT;
+        let mut count = self.count.lock();
+        while *count > 0 {
+            if self.done.wait_until(&mut count, deadline).timed_out() {
+                log::warn!("refresh: names still being dropped after {:?}", Self::WAIT);
+                return;
+            }
+        }
+    }
 }
 
 /// Who owns every file, and when they were made.
@@ -147,6 +186,7 @@ impl FuseAdapter {
             },
             faults: Faults::from_env(),
             notifier: Arc::new(std::sync::OnceLock::new()),
+            dropping: Arc::default(),
             on_end: None,
         }
     }
@@ -259,8 +299,7 @@ impl Filesystem for FuseAdapter {
         }
         let (materializer, io) = (self.materializer.clone(), self.io.clone());
         self.meta(move |fs, _| {
-            reply!(reply, "open", fs.open_fresh(ino.0), |opened| {
-                let (fh, changed) = opened;
+            reply!(reply, "open", fs.open(ino.0), |fh| {
                 match materializer.open(ino.0, |file| reply.open_backing(file)) {
                     Opened::Passthrough(id) => {
                         // The kernel reads the copy: the daemon's handle is not needed.
@@ -274,8 +313,6 @@ impl Filesystem for FuseAdapter {
                     Opened::Daemon => {
                         let copied = materializer.will_copy(ino.0);
                         let flags = match io.open(ino.0, copied, fs.tiled(fh)) {
-                            // Changed since its last open: the kernel drops its pages.
-                            OpenIo::Cache if changed => FopenFlags::empty(),
                             OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,
                             OpenIo::Direct => FopenFlags::FOPEN_DIRECT_IO,
                         };
@@ -405,6 +442,15 @@ impl Filesystem for FuseAdapter {
         if name == MATERIALIZED_XATTR {
             return xattr_reply(reply, size, self.materializer.describe(ino.0).as_bytes());
         }
+        if name == REFRESH_XATTR {
+            // Answered once the last refresh's names are dropped (`zarrfs refresh`
+            // reads it after setting it).
+            let dropping = self.dropping.clone();
+            return self.meta(move |_, _| {
+                dropping.wait();
+                xattr_reply(reply, size, b"1")
+            });
+        }
         self.meta(move |fs, _| {
             reply!(reply, "getxattr", fs.getxattr(ino.0, &name), |value| {
                 xattr_reply(reply, size, &value)
@@ -425,7 +471,7 @@ impl Filesystem for FuseAdapter {
         if name != REFRESH_XATTR {
             return reply.error(Errno::EROFS);
         }
-        let notifier = self.notifier.clone();
+        let (notifier, dropping) = (self.notifier.clone(), self.dropping.clone());
         self.meta(move |fs, _| {
             reply!(reply, "refresh", fs.refresh(ino.0), |inodes| {
                 // The kernel drops the attributes and pages it holds of each, so that
@@ -440,10 +486,12 @@ impl Filesystem for FuseAdapter {
                 // lock while the setxattr is answered.
                 if let Some(n) = notifier.get().cloned() {
                     let names = fs.names_of(&inodes);
+                    dropping.start();
                     std::thread::spawn(move || {
                         for (parent, name) in names {
                             let _ = n.inval_entry(INodeNo(parent), OsStr::new(&name));
                         }
+                        dropping.end();
                     });
                 }
             })

@@ -10,3 +10,4 @@ pub mod materialize;
 pub mod memory;
 pub mod mount;
 pub mod mount_failure;
+pub mod watch;

@@ -49,6 +49,9 @@ pub struct MountConfig {
     /// How long what was read of the store stays good (`Some(None)`: for the mount's
     /// life; `None`: [`default_refresh`]).
     pub refresh: Option<Option<Duration>>,
+    /// Whether a local folder that refreshes is watched with inotify (see
+    /// [`crate::daemon::watch`]).
+    pub watch: bool,
     /// FUSE mount options.
     pub options: Vec<String>,
 }
@@ -306,6 +309,7 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         None => log::info!("refresh: off"),
     }
     let fs = Arc::new(ZarrFs::new(hierarchy.with_refresh(refresh), cfg.fs, &name));
+    let watched_fs = fs.clone();
     let materialize = cfg.materialize.unwrap_or_else(default_materialize);
     // The session's /dev/fuse descriptor, to tell at the end whether the kernel has ended
     // the connection.
@@ -341,6 +345,10 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     }
     // The kernel has taken the INIT reply (which sets readahead): raise it now.
     raise_readahead(&mountpoint, READAHEAD_KIB);
+    let _watch = match local_folder(&cfg.store) {
+        Some(root) if refresh.is_some() && cfg.watch => watch_folder(&root, watched_fs, notifier),
+        _ => None,
+    };
     log::info!("mounted {} at {}", cfg.store, mountpoint.display());
     if std::env::var_os(READY_ENV).is_some() {
         let mut out = std::io::stdout();
@@ -381,6 +389,47 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     }
     log::info!("unmounted {}", mountpoint.display());
     Ok(())
+}
+
+/// The folder of a store that is a local folder of Zarr (not an Icechunk repository).
+fn local_folder(store: &str) -> Option<PathBuf> {
+    let path = match store.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => rest,
+        Some(_) => return None,
+        None => store,
+    };
+    let path = PathBuf::from(path);
+    (path.is_dir() && !crate::store::is_repository(&path)).then_some(path)
+}
+
+/// Watch the local folder `root` of `fs`'s store: a node whose metadata changes is read
+/// again at once, and the kernel drops what it holds of it.
+fn watch_folder(
+    root: &Path,
+    fs: Arc<ZarrFs>,
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+) -> Option<crate::daemon::watch::Watch> {
+    let changed = move |path: &str| match fs.refresh_path(path) {
+        Ok(inodes) => {
+            log::debug!("refresh: /{path} changed in the folder");
+            if let Some(n) = notifier.get() {
+                for ino in &inodes {
+                    let _ = n.inval_inode(fuser::INodeNo(*ino), 0, 0);
+                }
+                for (parent, name) in fs.names_of(&inodes) {
+                    let _ = n.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::new(&name));
+                }
+            }
+        }
+        Err(e) => log::warn!("refresh: /{path}: {e}"),
+    };
+    match crate::daemon::watch::watch(root, changed) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            log::warn!("refresh: no inotify watch ({e}): changes show after the interval");
+            None
+        }
+    }
 }
 
 /// Whether the kernel has ended the FUSE connection of `device` (unmounted or aborted):

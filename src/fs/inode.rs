@@ -26,7 +26,7 @@ impl TreeId {
 
 /// Which reading of the hierarchy something was built from: when its node was read (or
 /// the listing made), and the forced refreshes until then.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stamp {
     pub read_at: Option<std::time::Instant>,
     pub refreshes: u64,
@@ -60,19 +60,24 @@ impl Node {
     }
 }
 
-/// One inode: its tree, node, parent and name, and what has been loaded for it.
+/// One inode: its tree, node, parent and name, the reading of its node it stands for,
+/// and what has been loaded for it.
 pub struct Entry {
     pub parent: u64,
     pub name: String,
     pub tree: TreeId,
     pub node: Node,
+    /// The reading of the node a file inode shows: a file read again after its node
+    /// changed in the store is another inode, so that the kernel never holds one file's
+    /// size and pages from two readings (a directory stays one inode).
+    pub stamp: Stamp,
     /// Lookups the kernel holds (each answered lookup adds one, `forget` takes them back).
     lookups: AtomicU64,
     /// A directory's listing, sorted, built once (dropped when a child is forgotten;
     /// built again when the hierarchy's reading it came from is no longer good).
     pub listing: Mutex<Option<(Stamp, Arc<Vec<super::DirEntry>>)>>,
-    /// A file's loaded content, and the reading of its node it was loaded from.
-    pub content: Mutex<Option<(Stamp, Arc<Content>)>>,
+    /// A file's content, loaded once: the inode shows it for its whole life.
+    pub content: Mutex<Option<Arc<Content>>>,
 }
 
 pub struct Inodes {
@@ -83,7 +88,13 @@ pub struct Inodes {
 
 impl Inodes {
     pub fn new() -> Inodes {
-        let root = Entry::new(ROOT, String::new(), TreeId::MOUNT, Node::Dir(String::new()));
+        let root = Entry::new(
+            ROOT,
+            String::new(),
+            TreeId::MOUNT,
+            Node::Dir(String::new()),
+            Stamp::default(),
+        );
         Inodes {
             last: AtomicU64::new(ROOT),
             entries: RwLock::new(HashMap::from([(ROOT, Arc::new(root))])),
@@ -103,14 +114,29 @@ impl Inodes {
             .copied()
     }
 
-    /// The inode of `name` in `parent`, created for `node` (of the parent's tree) when new
-    /// or when the name stood for another node (an array that became a group): the old
-    /// inode then lives on, nameless, until the kernel forgets it.
-    pub fn insert(&self, parent: u64, name: &str, node: Node) -> u64 {
-        let mut by_name = self.by_name.write();
-        if let Some(ino) = by_name.get(&(parent, name.to_string())) {
-            if self.get(*ino).is_none_or(|e| e.node == node) {
-                return *ino;
+    /// The inode of `name` in `parent`, created for `node` at reading `stamp` (of the
+    /// parent's tree) when new, when the name stood for another node (an array that
+    /// became a group) or for another reading of a file: the old inode then lives on,
+    /// nameless, until the kernel forgets it (at once when the kernel holds none of it).
+    pub fn insert(&self, parent: u64, name: &str, node: Node, stamp: Stamp) -> u64 {
+        self.insert_locked(&mut self.by_name.write(), parent, name, node, stamp)
+    }
+
+    fn insert_locked(
+        &self,
+        by_name: &mut HashMap<(u64, String), u64>,
+        parent: u64,
+        name: &str,
+        node: Node,
+        stamp: Stamp,
+    ) -> u64 {
+        if let Some(&old) = by_name.get(&(parent, name.to_string())) {
+            match self.get(old) {
+                Some(e) if e.node == node && (e.stamp == stamp || e.is_dir()) => return old,
+                Some(e) if e.lookups.load(Ordering::Relaxed) == 0 => {
+                    self.entries.write().remove(&old);
+                }
+                _ => {}
             }
         }
         let tree = self
@@ -119,17 +145,22 @@ impl Inodes {
             .get(&parent)
             .map_or(TreeId::MOUNT, |p| p.tree);
         let ino = self.last.fetch_add(1, Ordering::Relaxed) + 1;
-        let entry = Entry::new(parent, name.to_string(), tree, node);
+        let entry = Entry::new(parent, name.to_string(), tree, node, stamp);
         self.entries.write().insert(ino, Arc::new(entry));
         by_name.insert((parent, name.to_string()), ino);
         ino
     }
 
-    /// The kernel answered a lookup with `ino`: it holds one more reference.
-    pub fn looked_up(&self, ino: u64) {
+    /// [`Inodes::insert`], and one more lookup of the inode counted, under the same lock
+    /// as [`Inodes::forget`]: the kernel is about to be answered with it.
+    pub fn hold(&self, parent: u64, name: &str, node: Node, stamp: Stamp) -> u64 {
+        let mut by_name = self.by_name.write();
+        let ino = self.insert_locked(&mut by_name, parent, name, node, stamp);
         if let Some(entry) = self.get(ino) {
             entry.lookups.fetch_add(1, Ordering::Relaxed);
         }
+        drop(by_name);
+        ino
     }
 
     /// The kernel dropped `n` of its references to `ino`. With none left the inode goes
@@ -179,15 +210,20 @@ impl Inodes {
 }
 
 impl Entry {
-    fn new(parent: u64, name: String, tree: TreeId, node: Node) -> Entry {
+    fn new(parent: u64, name: String, tree: TreeId, node: Node, stamp: Stamp) -> Entry {
         Entry {
             parent,
             name,
             tree,
             node,
+            stamp,
             lookups: AtomicU64::new(0),
             listing: Mutex::new(None),
             content: Mutex::new(None),
         }
+    }
+
+    pub fn is_dir(&self) -> bool {
+        matches!(self.node, Node::Dir(_))
     }
 }

@@ -79,9 +79,6 @@ pub struct ZarrFs {
     /// (raw, `.npy`, `.tif`) is read, so they share one view and its cached chunks; with
     /// the reading of the array it was made from.
     flats: Mutex<HashMap<String, (Stamp, Arc<Content>)>>,
-    /// The content each inode was last opened with: a new open of other content (the
-    /// array changed) must not be answered from the kernel's cached pages.
-    opened: Mutex<HashMap<u64, Stamp>>,
     /// Why a view of an array has no file (`None`: it has one), by path and kind: its
     /// header is built once to find out, not at every listing, lookup and xattr read.
     absent: Mutex<HashMap<(String, ViewKind), Option<String>>>,
@@ -129,7 +126,6 @@ impl ZarrFs {
             root_array,
             views: options.views.clone(),
             flats: Mutex::new(HashMap::new()),
-            opened: Mutex::new(HashMap::new()),
             absent: Mutex::new(HashMap::new()),
         }
     }
@@ -138,11 +134,18 @@ impl ZarrFs {
     /// With no refresh interval a node is read once: its stamp never changes.
     fn stamp(&self, path: &str) -> Stamp {
         let refreshing = self.hierarchy.refresh_interval().is_some();
+        let read_at = refreshing
+            .then(|| self.hierarchy.version(path).ok().map(|(_, at)| at))
+            .flatten();
         Stamp {
-            read_at: refreshing
-                .then(|| self.hierarchy.version(path).ok().map(|(_, at)| at))
-                .flatten(),
-            refreshes: self.hierarchy.refreshes(),
+            read_at,
+            // A node read again after a forced refresh has a new reading time: only
+            // what has none follows the count of forced refreshes.
+            refreshes: if read_at.is_some() {
+                0
+            } else {
+                self.hierarchy.refreshes()
+            },
         }
     }
 
@@ -169,12 +172,18 @@ impl ZarrFs {
     /// pages the kernel is to drop.
     pub fn refresh(&self, ino: u64) -> Result<Vec<u64>> {
         let entry = self.entry(ino)?;
-        let path = entry.node.path().to_string();
-        self.hierarchy.refresh(&path)?;
+        self.refresh_path(entry.node.path())
+    }
+
+    /// Read the node at `path` and everything below it from the store again now (a
+    /// watched folder's metadata changed): the inodes whose attributes and pages the
+    /// kernel is to drop.
+    pub fn refresh_path(&self, path: &str) -> Result<Vec<u64>> {
+        self.hierarchy.refresh(path)?;
         self.absent
             .lock()
-            .retain(|(p, _), _| !crate::hierarchy::under(p, &path));
-        Ok(self.inodes.under(&path))
+            .retain(|(p, _), _| !crate::hierarchy::under(p, path));
+        Ok(self.inodes.under(path))
     }
 
     /// The name of the raw file of the array at `path`.
@@ -338,11 +347,14 @@ impl ZarrFs {
     }
 
     /// Find `name` in directory `parent`: the kernel holds one more lookup of the inode
-    /// it gets (see [`ZarrFs::forget`]).
+    /// it gets (see [`ZarrFs::forget`]). The lookup is counted as the inode is found, so
+    /// that a `forget` of the same inode at that moment cannot drop it.
     pub fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
-        let attr = self.find(parent, name)?;
-        self.inodes.looked_up(attr.ino);
-        Ok(attr)
+        let (name, node) = self.find(parent, name)?;
+        let stamp = self.stamp(node.path());
+        let ino = self.inodes.hold(parent, &name, node, stamp);
+        self.getattr(ino)
+            .inspect_err(|_| self.inodes.forget(ino, 1))
     }
 
     /// The kernel dropped `n` lookups of `ino`; with none left, the inode is forgotten.
@@ -355,13 +367,17 @@ impl ZarrFs {
         self.inodes.len()
     }
 
-    /// [`ZarrFs::lookup`] without counting it.
-    fn find(&self, parent: u64, name: &str) -> Result<Attr> {
+    /// What `name` in directory `parent` stands for: its name and node.
+    fn find(&self, parent: u64, name: &str) -> Result<(String, Node)> {
         // Under a refresh interval the name is looked up again (from what the hierarchy
         // holds while it is good): the node may be gone or another.
         if self.hierarchy.refresh_interval().is_none() {
-            if let Some(ino) = self.inodes.find(parent, name) {
-                return self.getattr(ino);
+            if let Some(entry) = self
+                .inodes
+                .find(parent, name)
+                .and_then(|i| self.inodes.get(i))
+            {
+                return Ok((name.to_string(), entry.node.clone()));
             }
         }
         let dir = self.dir_path(parent)?;
@@ -370,13 +386,11 @@ impl ZarrFs {
             return Err(missing());
         }
         if self.root_array.is_some() && dir.is_empty() {
-            let (name, node) = self
+            return self
                 .entries("")?
                 .into_iter()
                 .find(|(n, _)| n == name)
-                .ok_or_else(missing)?;
-            let ino = self.inodes.insert(parent, &name, node);
-            return self.getattr(ino);
+                .ok_or_else(missing);
         }
         let node = if name == GROUP_SIDECAR {
             Node::GroupSidecar(dir.clone())
@@ -395,8 +409,7 @@ impl ZarrFs {
                 },
             }
         };
-        let ino = self.inodes.insert(parent, name, node);
-        self.getattr(ino)
+        Ok((name.to_string(), node))
     }
 
     /// The entries of directory `ino`: children, `.group.json` and a `.NAME.json` per array.
@@ -427,7 +440,8 @@ impl ZarrFs {
                     Node::Dir(_) => FileKind::Directory,
                     _ => FileKind::File,
                 };
-                let ino = self.inodes.insert(ino, &name, node);
+                let stamp = self.stamp(node.path());
+                let ino = self.inodes.insert(ino, &name, node, stamp);
                 DirEntry { ino, name, kind }
             })
             .collect();
@@ -436,20 +450,18 @@ impl ZarrFs {
         Ok(listing)
     }
 
-    /// A file's content, loaded once per reading of its node.
+    /// A file's content, loaded once per inode (each inode stands for one reading of its
+    /// node); an array's raw file shares the array's flat content.
     fn content(&self, entry: &Entry) -> Result<Arc<Content>> {
-        if let Node::Array(path) = &entry.node {
-            return self.flat(path);
+        if let Some(c) = entry.content.lock().as_ref() {
+            return Ok(c.clone());
         }
-        let stamp = self.stamp(entry.node.path());
-        if let Some((made, c)) = entry.content.lock().as_ref() {
-            if *made == stamp {
-                return Ok(c.clone());
-            }
-        }
-        let loaded = Arc::new(self.load(&entry.node)?);
-        *entry.content.lock() = Some((stamp, loaded.clone()));
-        Ok(loaded)
+        let loaded = match &entry.node {
+            Node::Array(path) => self.flat(path)?,
+            node => Arc::new(self.load(node)?),
+        };
+        // The first one stored wins (two loads at once).
+        Ok(entry.content.lock().get_or_insert(loaded).clone())
     }
 
     /// The raw content of the array at `path`, shared by all of its files. Loaded without
@@ -543,24 +555,13 @@ impl ZarrFs {
     }
 
     /// Open a file: check that it can be read (its metadata and codecs load) and give the
-    /// open a handle of its own (its content and readahead); the handle's number.
+    /// open a handle of its own (its content and readahead); the handle's number. The
+    /// content is the inode's, the same at every open of it, so the kernel's cached pages
+    /// of the inode stay good.
     pub fn open(&self, ino: u64) -> Result<u64> {
-        self.open_fresh(ino).map(|(fh, _)| fh)
-    }
-
-    /// [`ZarrFs::open`], and whether the content opened differs from what `ino` was
-    /// last opened with (the array changed in the store: the kernel's cached pages of
-    /// it are not its bytes).
-    pub fn open_fresh(&self, ino: u64) -> Result<(u64, bool)> {
         let entry = self.entry(ino)?;
         let content = self.content(&entry)?;
-        let stamp = self.stamp(entry.node.path());
-        let changed = self
-            .opened
-            .lock()
-            .insert(ino, stamp)
-            .is_some_and(|last| last != stamp);
-        Ok((self.handles.open(content), changed))
+        Ok(self.handles.open(content))
     }
 
     /// Close the open file `fh`.

@@ -761,3 +761,61 @@ fn a_format_from_one_file_and_one_registry_line_builds_a_file_of_two_arrays() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_file_read_again_after_a_change_is_a_new_inode_and_the_old_keeps_its_bytes() {
+    let dir = std::env::temp_dir().join(format!("zarrfs-reread-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    write_v2_array(&dir.join("g/a"), "|u1", 3, &[1, 2, 3]);
+    std::fs::write(dir.join("g/.zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    // Under an interval of an hour: only `zarrfs refresh` reads the store again.
+    let store = Arc::new(FolderStore::open(&dir).unwrap());
+    let hierarchy = Hierarchy::open(store)
+        .unwrap()
+        .with_refresh(Some(std::time::Duration::from_secs(3600)));
+    let options = FsOptions {
+        layout: Layout {
+            order: Order::C,
+            big_endian: false,
+        },
+        cache_bytes: 1 << 20,
+        prefetch_threads: 1,
+        views: "raw".parse().unwrap(),
+    };
+    let fs = ZarrFs::new(hierarchy, options, "t.zarr");
+    let group = fs.lookup(ROOT, "g").unwrap();
+    let old = fs.lookup(group.ino, "a").unwrap();
+    assert_eq!(old.size, 3);
+    let fh = fs.open(old.ino).unwrap();
+    // The array grows by a chunk in the store; `zarrfs refresh` of the group.
+    let zarray = std::fs::read_to_string(dir.join("g/a/.zarray")).unwrap();
+    std::fs::write(
+        dir.join("g/a/.zarray"),
+        zarray.replace("\"shape\": [3]", "\"shape\": [5]"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("g/a/1"), [4, 5, 6]).unwrap();
+    fs.refresh(group.ino).unwrap();
+    // The group is the same directory; its array another file.
+    assert_eq!(fs.lookup(ROOT, "g").unwrap().ino, group.ino);
+    let new = fs.lookup(group.ino, "a").unwrap();
+    assert_ne!(new.ino, old.ino);
+    assert_eq!(new.size, 5);
+    let listed: Vec<u64> = fs
+        .readdir(group.ino)
+        .unwrap()
+        .iter()
+        .map(|e| e.ino)
+        .collect();
+    assert!(listed.contains(&new.ino), "{listed:?}");
+    // The old inode, still held by the kernel, and its open file show the first reading.
+    assert_eq!(fs.getattr(old.ino).unwrap().size, 3);
+    assert_eq!(fs.read(fh, 0, 16).unwrap(), [1, 2, 3]);
+    let fh2 = fs.open(new.ino).unwrap();
+    assert_eq!(fs.read(fh2, 0, 16).unwrap(), [1, 2, 3, 4, 5]);
+    fs.release(fh);
+    fs.release(fh2);
+    let _ = std::fs::remove_dir_all(dir);
+}

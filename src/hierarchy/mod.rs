@@ -105,6 +105,8 @@ struct Resolved {
     node: Node,
     version: Version,
     checked: Instant,
+    /// Forced to be read again ([`Hierarchy::refresh`]), whatever its age.
+    forced: bool,
 }
 
 /// A Zarr hierarchy: a catalog and what has been resolved of it.
@@ -205,12 +207,22 @@ impl Hierarchy {
         self.refreshes.load(Ordering::Relaxed)
     }
 
-    /// Forget what was read of `path` and every node below it (and the catalog's
-    /// consolidated metadata): the next look reads the store as it is now.
+    /// Have what was read of `path` and every node below it (and the catalog's
+    /// consolidated metadata) read again: the next look reads the store as it is now.
+    /// A node keeps what was last read of it until a new reading succeeds: one that
+    /// fails (a document being rewritten in place reads as half a document) is tried
+    /// again at the next look.
     pub fn refresh(&self, path: &str) -> Result<()> {
         let path = normalize(path);
         self.catalog.reload(None)?;
-        self.nodes.lock().retain(|p, _| !under(p, &path));
+        for (_, node) in self
+            .nodes
+            .lock()
+            .iter_mut()
+            .filter(|(p, _)| under(p, &path))
+        {
+            node.forced = true;
+        }
         self.missing.lock().retain(|p, _| !under(p, &path));
         // A listing of a parent names the node too.
         self.listings
@@ -261,7 +273,7 @@ impl Hierarchy {
         let path = normalize(path);
         let known = self.nodes.lock().get(&path).cloned();
         if let Some(node) = &known {
-            if !self.is_stale(node.checked) {
+            if !node.forced && !self.is_stale(node.checked) {
                 return Ok(node.clone());
             }
         }
@@ -291,8 +303,9 @@ impl Hierarchy {
                 missing.insert(path, Instant::now());
                 Err(Error::NotFound(what))
             }
-            // A node read before and unreadable now (a store that does not answer)
-            // stays as it was read.
+            // A node read before and unreadable now (a store that does not answer, a
+            // document half rewritten) stays as it was read, and is read again at the
+            // next look.
             Err(e) => match known {
                 Some(node) => {
                     log::warn!("refresh of /{path}: {e} (kept as read before)");
@@ -334,6 +347,7 @@ impl Hierarchy {
             node,
             version,
             checked,
+            forced: false,
         })
     }
 
@@ -504,5 +518,33 @@ mod tests {
         assert_eq!(h.children("").unwrap(), vec![]);
         let requests = counting.1.load(std::sync::atomic::Ordering::Relaxed);
         assert!(requests < 4 * zarr::IMPLICIT_BUDGET, "{requests} requests");
+    }
+
+    #[test]
+    fn a_refresh_keeps_a_node_whose_document_is_half_written_until_it_reads_whole() {
+        let dir = std::env::temp_dir().join(format!("zarrfs-halfdoc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+        std::fs::write(dir.join("a/.zarray"), ZARRAY).unwrap();
+        let store = Arc::new(crate::store::FolderStore::open(&dir).unwrap());
+        let h = Hierarchy::open(store).unwrap();
+        assert_eq!(h.array("a").unwrap().shape, [4]);
+        // Rewritten in place: truncated, then half written.
+        for half in ["", &ZARRAY[..ZARRAY.len() / 2]] {
+            std::fs::write(dir.join("a/.zarray"), half).unwrap();
+            h.refresh("").unwrap();
+            assert_eq!(h.array("a").unwrap().shape, [4], "{half:?}");
+            assert_eq!(h.kind_of("a"), Some(NodeKind::Array));
+        }
+        // Whole again: the next look reads it, with no other refresh.
+        std::fs::write(dir.join("a/.zarray"), ZARRAY.replace("[4]", "[6]")).unwrap();
+        assert_eq!(h.array("a").unwrap().shape, [6]);
+        // A document removed is a node gone.
+        std::fs::remove_file(dir.join("a/.zarray")).unwrap();
+        std::fs::remove_dir(dir.join("a")).unwrap();
+        h.refresh("a").unwrap();
+        assert!(matches!(h.node("a"), Err(Error::NotFound(_))));
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -29,7 +29,7 @@ pub use blob::{Blob, FileBlob, StoreBlob};
 pub use disk_cache::DiskCache;
 pub use folder::FolderStore;
 #[cfg(feature = "remote")]
-pub use icechunk::IcechunkStore;
+pub use icechunk::{is_repository, IcechunkStore};
 pub use memory::MemoryStore;
 pub use open::{open, short_name};
 pub use options::VersionChoice;
