@@ -48,13 +48,6 @@ pub struct IcechunkStore {
     caps: Caps,
 }
 
-/// Whether the local folder `dir` holds an Icechunk repository: its `repo` object
-/// (format 2) or its `config.yaml` beside `snapshots/` (format 1).
-pub fn is_repository(dir: &Path) -> bool {
-    dir.join("repo").is_file()
-        || (dir.join("config.yaml").is_file() && dir.join("snapshots").is_dir())
-}
-
 fn failed(label: &str, what: &str, e: impl std::fmt::Display) -> Error {
     Error::Io {
         key: label.to_string(),

@@ -29,9 +29,9 @@ pub use blob::{Blob, FileBlob, StoreBlob};
 pub use disk_cache::DiskCache;
 pub use folder::FolderStore;
 #[cfg(feature = "remote")]
-pub use icechunk::{is_repository, IcechunkStore};
+pub use icechunk::IcechunkStore;
 pub use memory::MemoryStore;
-pub use open::{open, short_name};
+pub use open::{is_repository, open, short_name};
 pub use options::VersionChoice;
 pub use options::{is_secret_key, StoreConfig};
 pub use references::ReferenceStore;

@@ -37,6 +37,13 @@ fn is_parquet_name(name: &str) -> bool {
     ends_with_any(name, &[".parq", ".parquet"])
 }
 
+/// Whether the local folder `dir` holds an Icechunk repository: its `repo` object
+/// (format 2) or its `config.yaml` beside `snapshots/` (format 1).
+pub fn is_repository(dir: &Path) -> bool {
+    dir.join("repo").is_file()
+        || (dir.join("config.yaml").is_file() && dir.join("snapshots").is_dir())
+}
+
 #[cfg(feature = "remote")]
 fn ends_with_any(name: &str, ends: &[&str]) -> bool {
     let lower = name.to_ascii_lowercase();
@@ -57,7 +64,7 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
         }
     }
     #[cfg(feature = "remote")]
-    if !cfg.zip && super::icechunk::is_repository(path) {
+    if !cfg.zip && is_repository(path) {
         return Ok(Arc::new(super::IcechunkStore::open_local(path, cfg)?));
     }
     if !cfg.zip && path.is_dir() {
