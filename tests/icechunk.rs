@@ -355,3 +355,88 @@ fn virtual_chunks_read_from_the_allowed_containers_only() {
     let bytes = try_cat(&path, "t", &["--virtual-prefix", folder]).expect("allowed container");
     assert_eq!(sha256(&bytes), t["sha256"]["C_little"]);
 }
+
+/// Move branch `branch` of the repository at `repo` to `snapshot`, through the icechunk
+/// Python package.
+fn reset_branch(repo: &Path, branch: &str, snapshot: &str) {
+    let python = common::venv_python("ZARRFS_ICECHUNK_PYTHON", "venv-icechunk");
+    let code = "import sys, icechunk\n\
+                r = icechunk.Repository.open(icechunk.local_filesystem_storage(sys.argv[1]))\n\
+                r.reset_branch(sys.argv[2], sys.argv[3])";
+    let out = std::process::Command::new(python)
+        .args(["-c", code])
+        .arg(repo)
+        .args([branch, snapshot])
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "reset_branch: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_mount_follows_a_moving_branch_and_files_opened_before_stay_on_their_snapshot() {
+    use std::io::Read;
+    let (dir, m) = fixtures();
+    let tmp = TempDir::new("icechunk-tip");
+    let repo = copy_repo(&dir, tmp.path());
+    let main = version(&m, "branch", "main");
+    let v1 = version(&m, "tag", "v1");
+    let tip = v1["snapshot"].as_str().expect("snapshot");
+    let ttl = std::time::Duration::from_secs(1);
+    let mount = Mount::new(
+        &repo,
+        &["--refresh", "1s", "--versions", "--log-level", "info"],
+    );
+    // Files of an array that differs at v1, opened at main's tip and not read yet (no
+    // chunk of it decoded before the move).
+    let wide = "grp/sub/wide";
+    let first = main["snapshot"].as_str().expect("snapshot");
+    for at in ["counts", "@branches/main/counts"] {
+        assert_eq!(
+            xattr(&mount.path(at), "user.zarrfs.snapshot").as_deref(),
+            Some(first)
+        );
+    }
+    let before = &array(main, wide)["sha256"]["C_little"];
+    assert_ne!(before, &array(v1, wide)["sha256"]["C_little"]);
+    let mut held: Vec<std::fs::File> = [wide.to_string(), format!("@branches/main/{wide}")]
+        .iter()
+        .map(|p| std::fs::File::open(mount.path(p)).expect("open wide"))
+        .collect();
+
+    // main moves back to the snapshot of v1 (doomed there again, flags longer, wide as
+    // it was).
+    reset_branch(&repo, "main", tip);
+    let moved = std::time::Instant::now();
+    let seen = |p: &str| xattr(&mount.path(p), "user.zarrfs.snapshot").is_some_and(|s| s == tip);
+    while !(seen("counts") && seen("@branches/main/counts")) {
+        assert!(
+            moved.elapsed() < 10 * ttl,
+            "the branch's move did not show in 10 s; log:\n{}",
+            mount.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Twice the interval, and half a second for a busy machine.
+    let took = moved.elapsed();
+    assert!(took < 2 * ttl + ttl / 2, "the move showed after {took:?}");
+    for at in ["", "@branches/main"] {
+        let (_, errors) = read_all(&mount, at, v1);
+        assert!(errors.is_empty(), "v1 at /{at}: {errors:?}");
+    }
+    // The files opened before read the snapshot they were opened at, whole.
+    for file in &mut held {
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).expect("read held file");
+        assert_eq!(sha256(&bytes), *before, "a file opened before the move");
+    }
+    assert!(
+        mount.log().contains("moved to snapshot"),
+        "no log line for the move:\n{}",
+        mount.log()
+    );
+}

@@ -279,8 +279,8 @@ pub fn array_file(
     prefetcher: &Arc<Prefetcher>,
     layout: Layout,
 ) -> Result<Content> {
-    let meta = h.array(path)?;
-    let array = Arc::new(Array::open(meta, h.store().clone())?);
+    let (meta, store) = h.array_and_store(path)?;
+    let array = Arc::new(Array::open(meta, store)?);
     if array.meta.dtype.is_var() {
         // Checked before any chunk is read: every element is a line of at least 3 bytes,
         // and every read unit costs a lookup, so a shape of billions of tiny (missing)

@@ -258,6 +258,21 @@ impl Hierarchy {
         }
     }
 
+    /// The metadata of the array at `path`, and the store its chunks are read from: the
+    /// store as it was at the version the metadata was read at (see
+    /// [`Store::at_version`]), so that what is read of one reading never mixes two.
+    pub fn array_and_store(&self, path: &str) -> Result<(Arc<ArrayMetadata>, Arc<dyn Store>)> {
+        let resolved = self.resolved(path)?;
+        let Node::Array(meta) = resolved.node else {
+            return Err(Error::Invalid(format!("{path}: not an array")));
+        };
+        let store = self.store();
+        let store = store
+            .at_version(&resolved.version)
+            .unwrap_or_else(|| store.clone());
+        Ok((meta, store))
+    }
+
     /// Resolve the node at `path` ("" or "/" for the root).
     pub fn node(&self, path: &str) -> Result<Node> {
         self.resolved(path).map(|r| r.node)

@@ -161,6 +161,8 @@ impl Catalog for ZarrCatalog {
     }
 
     fn reload(&self, max_age: Option<Duration>) -> Result<()> {
+        // A store that moves from version to version (an Icechunk branch) first.
+        self.store.refresh(max_age)?;
         if self.consolidated().is_none() {
             return Ok(());
         }

@@ -236,6 +236,10 @@ impl Store for DiskCache {
     fn caps(&self) -> Caps {
         self.inner.caps()
     }
+
+    fn refresh(&self, max_age: Option<std::time::Duration>) -> Result<()> {
+        self.inner.refresh(max_age)
+    }
 }
 
 #[cfg(test)]

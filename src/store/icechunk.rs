@@ -7,17 +7,22 @@
 //! that version, opened at first use. Virtual chunks (byte ranges of NetCDF/HDF5 files)
 //! are read by the crate from the repository's virtual chunk containers that are
 //! allowed (all, or those under `--virtual-prefix`).
+//!
+//! A branch moves: with a refresh interval its tip is read again once per interval (and
+//! at `zarrfs refresh`), and the tree follows it. What was read at a snapshot goes on
+//! being read at that snapshot ([`Store::at_version`]), so an open file never mixes two.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use icechunk::format::{ByteRange as IcRange, SnapshotId};
 use icechunk::repository::VersionInfo;
 use icechunk::store::{StoreError, StoreErrorKind};
 use icechunk::Repository;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use super::runtime::block_on;
 use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version, SNAPSHOT_TAG};
@@ -31,20 +36,32 @@ const BRANCHES: &str = "@branches";
 const TAGS: &str = "@tags";
 const SNAPSHOTS: &str = "@snapshots";
 
-/// One version opened read-only: its store, and the version its values carry (its
-/// snapshot).
+/// Snapshots kept open for what was read at them, at most (more are opened again).
+const KEPT_SNAPSHOTS: usize = 16;
+
+/// One version opened read-only: its store, its snapshot's id, and the version its
+/// values carry (the snapshot).
 struct Checkout {
     store: icechunk::Store,
+    snapshot: String,
     version: Version,
 }
 
 pub struct IcechunkStore {
     label: String,
     repo: Repository,
-    default: Arc<Checkout>,
+    /// The version the mount's own tree shows (the tip of `follows` when last read).
+    default: RwLock<Arc<Checkout>>,
+    /// The branch the default tree follows; none for a tag or a snapshot (they never
+    /// move).
+    follows: Option<String>,
+    /// When the branches' tips were last read.
+    tips_read: Mutex<Instant>,
     all: bool,
     /// Versions opened so far under the version folders, by folder (`@tags/v1`).
     opened: Mutex<BTreeMap<String, Arc<Checkout>>>,
+    /// Versions opened, by snapshot id (for [`Store::at_version`]).
+    snapshots: Mutex<HashMap<String, Arc<Checkout>>>,
     caps: Caps,
 }
 
@@ -137,22 +154,61 @@ impl IcechunkStore {
             (Some(name), None) => reference_version(&label, &repo, name)?,
             (None, None) => VersionInfo::BranchTipRef("main".into()),
         };
+        let follows = match &version {
+            VersionInfo::BranchTipRef(name) => Some(name.clone()),
+            _ => None,
+        };
         let default = Arc::new(checkout(&label, &repo, version)?);
-        Ok(IcechunkStore {
+        let store = IcechunkStore {
             label,
             repo,
-            default,
+            default: RwLock::new(default.clone()),
+            follows,
+            tips_read: Mutex::new(Instant::now()),
             all: choice.all,
             opened: Mutex::new(BTreeMap::new()),
+            snapshots: Mutex::new(HashMap::new()),
             caps,
-        })
+        };
+        store.keep(&default);
+        Ok(store)
+    }
+
+    /// Remember `checkout` by its snapshot (what is read at it is read through it).
+    fn keep(&self, checkout: &Arc<Checkout>) {
+        let mut kept = self.snapshots.lock();
+        if kept.len() >= KEPT_SNAPSHOTS && !kept.contains_key(&checkout.snapshot) {
+            kept.clear();
+        }
+        kept.insert(checkout.snapshot.clone(), checkout.clone());
+    }
+
+    /// The version at snapshot `id`, opened if need be.
+    fn at_snapshot(&self, id: &str) -> Result<Arc<Checkout>> {
+        if let Some(hit) = self.snapshots.lock().get(id) {
+            return Ok(hit.clone());
+        }
+        let opened = Arc::new(checkout(
+            &self.label,
+            &self.repo,
+            snapshot_version(&self.label, id)?,
+        )?);
+        self.keep(&opened);
+        Ok(opened)
+    }
+
+    /// The snapshot branch `name` points at now.
+    fn tip(&self, name: &str) -> Result<String> {
+        block_on(self.repo.lookup_branch(name))?
+            .map(|id| id.to_string())
+            .map_err(|e| failed(&self.label, &format!("branch {name}"), e))
     }
 
     /// The version that `key` lies in and the key inside it; `None` when it names a
     /// version folder itself or one that does not exist.
     fn route<'k>(&self, key: &'k str) -> Result<Option<(Arc<Checkout>, &'k str)>> {
         if !self.all || !key.starts_with('@') {
-            return Ok(Some((self.default.clone(), key)));
+            return Ok(Some((self.default.read().clone(), key)));
         }
         let mut parts = key.splitn(3, '/');
         let (Some(kind), Some(name)) = (parts.next(), parts.next()) else {
@@ -175,6 +231,7 @@ impl IcechunkStore {
         };
         // Opened outside the lock; a version opened meanwhile wins.
         let opened = Arc::new(checkout(&self.label, &self.repo, version)?);
+        self.keep(&opened);
         let mut map = self.opened.lock();
         let hit = map.entry(folder).or_insert(opened).clone();
         Ok(Some((hit, rest)))
@@ -291,15 +348,63 @@ fn reference_version(label: &str, repo: &Repository, name: &str) -> Result<Versi
 fn checkout(label: &str, repo: &Repository, version: VersionInfo) -> Result<Checkout> {
     let session = block_on(repo.readonly_session(&version))?
         .map_err(|e| failed(label, &format!("{version:?}"), e))?;
-    let version = Version::Tag(format!("{SNAPSHOT_TAG}{}", session.snapshot_id()));
+    let snapshot = session.snapshot_id().to_string();
+    let version = Version::Tag(format!("{SNAPSHOT_TAG}{snapshot}"));
     let store = block_on(icechunk::Store::from_session(Arc::new(
         tokio::sync::RwLock::new(session),
     )))?;
-    Ok(Checkout { store, version })
+    Ok(Checkout {
+        store,
+        snapshot,
+        version,
+    })
 }
 
 fn not_found(e: &StoreError) -> bool {
     matches!(e.kind(), StoreErrorKind::NotFound(_))
+}
+
+/// `key`, or part of it, read at version `at` as `inner` (its key inside the version).
+fn read_at(
+    label: &str,
+    at: &Checkout,
+    key: &str,
+    inner: &str,
+    range: Option<ByteRange>,
+) -> Result<Option<Value>> {
+    let range = match range {
+        None => IcRange::ALL,
+        Some(ByteRange::Span { offset, len }) => {
+            IcRange::Bounded(offset..offset.saturating_add(len))
+        }
+        Some(ByteRange::Suffix(n)) => IcRange::Last(n),
+    };
+    match block_on(at.store.get(inner, &range))? {
+        Ok(bytes) => Ok(Some(Value {
+            bytes: bytes.to_vec(),
+            version: at.version.clone(),
+        })),
+        // A version folder is a group even where the version holds nothing (the
+        // repository's first snapshot has not even a root group).
+        Err(e) if not_found(&e) && key != inner && inner == "zarr.json" => Ok(Some(Value {
+            bytes: EMPTY_GROUP.to_vec(),
+            version: at.version.clone(),
+        })),
+        Err(e) if not_found(&e) => Ok(None),
+        Err(e) => Err(failed(&format!("{label}/{key}"), "read", e)),
+    }
+}
+
+/// The size and version of `key` at version `at` (as `inner` there).
+fn head_at(label: &str, at: &Checkout, key: &str, inner: &str) -> Result<Option<Head>> {
+    match block_on(at.store.getsize(inner))? {
+        Ok(size) => Ok(Some(Head {
+            size,
+            version: at.version.clone(),
+        })),
+        Err(e) if not_found(&e) => Ok(None),
+        Err(e) => Err(failed(&format!("{label}/{key}"), "read", e)),
+    }
 }
 
 impl Store for IcechunkStore {
@@ -307,27 +412,7 @@ impl Store for IcechunkStore {
         let Some((at, inner)) = self.route(key)? else {
             return Ok(None);
         };
-        let range = match range {
-            None => IcRange::ALL,
-            Some(ByteRange::Span { offset, len }) => {
-                IcRange::Bounded(offset..offset.saturating_add(len))
-            }
-            Some(ByteRange::Suffix(n)) => IcRange::Last(n),
-        };
-        match block_on(at.store.get(inner, &range))? {
-            Ok(bytes) => Ok(Some(Value {
-                bytes: bytes.to_vec(),
-                version: at.version.clone(),
-            })),
-            // A version folder is a group even where the version holds nothing (the
-            // repository's first snapshot has not even a root group).
-            Err(e) if not_found(&e) && key != inner && inner == "zarr.json" => Ok(Some(Value {
-                bytes: EMPTY_GROUP.to_vec(),
-                version: at.version.clone(),
-            })),
-            Err(e) if not_found(&e) => Ok(None),
-            Err(e) => Err(self.error(key, e)),
-        }
+        read_at(&self.label, &at, key, inner, range)
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
@@ -369,14 +454,124 @@ impl Store for IcechunkStore {
         let Some((at, inner)) = self.route(key)? else {
             return Ok(None);
         };
-        match block_on(at.store.getsize(inner))? {
-            Ok(size) => Ok(Some(Head {
-                size,
-                version: at.version.clone(),
-            })),
-            Err(e) if not_found(&e) => Ok(None),
-            Err(e) => Err(self.error(key, e)),
+        head_at(&self.label, &at, key, inner)
+    }
+
+    fn will_need(&self, _key: &str) {}
+
+    fn caps(&self) -> Caps {
+        self.caps.clone()
+    }
+
+    /// The tip of the branch the tree follows read again, and the branch folders opened
+    /// under `--versions` dropped where their branch moved or is gone (opened again at
+    /// their next use).
+    fn refresh(&self, max_age: Option<Duration>) -> Result<()> {
+        {
+            // One reader reads the tips; the others go on with what is there.
+            let mut read = self.tips_read.lock();
+            if max_age.is_some_and(|age| read.elapsed() < age) {
+                return Ok(());
+            }
+            *read = Instant::now();
         }
+        if let Some(branch) = &self.follows {
+            let tip = self.tip(branch)?;
+            if tip != self.default.read().snapshot {
+                let next = self.at_snapshot(&tip)?;
+                log::info!(
+                    "refresh: branch {branch} of {} moved to snapshot {tip}",
+                    self.label
+                );
+                *self.default.write() = next;
+            }
+        }
+        let branches: Vec<(String, String)> = self
+            .opened
+            .lock()
+            .iter()
+            .filter_map(|(folder, at)| {
+                let name = folder.strip_prefix(BRANCHES)?.strip_prefix('/')?;
+                Some((name.to_string(), at.snapshot.clone()))
+            })
+            .collect();
+        for (name, snapshot) in branches {
+            if self.tip(&name).ok().as_ref() != Some(&snapshot) {
+                self.opened.lock().remove(&format!("{BRANCHES}/{name}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn at_version(&self, version: &Version) -> Option<Arc<dyn Store>> {
+        let Version::Tag(tag) = version else {
+            return None;
+        };
+        let id = tag.strip_prefix(SNAPSHOT_TAG)?;
+        match self.at_snapshot(id) {
+            Ok(at) => Some(Arc::new(AtSnapshot {
+                label: self.label.clone(),
+                at,
+                all: self.all,
+                caps: self.caps.clone(),
+            })),
+            Err(e) => {
+                log::warn!("{e}");
+                None
+            }
+        }
+    }
+}
+
+/// The repository at one snapshot: what was read at it goes on being read there, the
+/// branch it came from moving or not. Keys may name a version folder (`@tags/v1/...`):
+/// the snapshot is that folder's.
+struct AtSnapshot {
+    label: String,
+    at: Arc<Checkout>,
+    all: bool,
+    caps: Caps,
+}
+
+impl AtSnapshot {
+    fn inner<'k>(&self, key: &'k str) -> &'k str {
+        if self.all && key.starts_with('@') {
+            key.splitn(3, '/').nth(2).unwrap_or("")
+        } else {
+            key
+        }
+    }
+}
+
+impl Store for AtSnapshot {
+    fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
+        read_at(&self.label, &self.at, key, self.inner(key), range)
+    }
+
+    fn list_dir(&self, prefix: &str) -> Result<Listing> {
+        let inner = self.inner(prefix.trim_end_matches('/'));
+        let items: Vec<icechunk::store::ListDirItem> = match block_on(async {
+            let stream = self.at.store.list_dir_items(inner).await?;
+            stream.try_collect().await
+        })? {
+            Ok(items) => items,
+            Err(e) if not_found(&e) => Vec::new(),
+            Err(e) => return Err(failed(&format!("{}/{prefix}", self.label), "list", e)),
+        };
+        let mut listing = Listing::default();
+        for item in items {
+            match item {
+                icechunk::store::ListDirItem::Key(k) => listing.keys.push(k),
+                icechunk::store::ListDirItem::Prefix(p) => listing.prefixes.push(p),
+            }
+        }
+        listing.keys.sort();
+        listing.prefixes.sort();
+        Ok(listing)
+    }
+
+    fn head(&self, key: &str) -> Result<Option<Head>> {
+        head_at(&self.label, &self.at, key, self.inner(key))
     }
 
     fn will_need(&self, _key: &str) {}

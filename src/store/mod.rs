@@ -43,6 +43,7 @@ pub use spans::Spans;
 pub use zip::ZipStore;
 
 use std::io::Read;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
@@ -177,7 +178,8 @@ impl Caps {
 }
 
 /// A read-only Zarr store. Keys use `/` separators and never start with `/`. Every method
-/// is required: a store built on another store says for each what it passes on.
+/// but the two version hooks (`refresh`, `at_version`) is required: a store built on
+/// another store says for each what it passes on.
 pub trait Store: Send + Sync {
     /// The whole value (`range` `None`) or part of it, with the version of the object it
     /// was read from; `None` when the key does not exist. Ranges past the end are clipped.
@@ -193,6 +195,18 @@ pub trait Store: Send + Sync {
     fn will_need(&self, key: &str);
     /// How the store wants to be read.
     fn caps(&self) -> Caps;
+    /// Read again what the store resolves its version from (an Icechunk branch's tip)
+    /// when it was read more than `max_age` ago (`None`: now). A store of one version
+    /// has nothing to read again; a store built on another passes it on.
+    fn refresh(&self, _max_age: Option<std::time::Duration>) -> Result<()> {
+        Ok(())
+    }
+    /// The store as it was at `version` (the version of a value read from it), for a
+    /// store that moves from version to version (an Icechunk branch whose tip moves):
+    /// what is read through it never mixes two versions. `None`: the store itself.
+    fn at_version(&self, _version: &Version) -> Option<Arc<dyn Store>> {
+        None
+    }
 }
 
 /// Shorthands over [`Store`] for callers that want the bytes alone.
