@@ -660,3 +660,84 @@ fn every_json_set_reads_behind_a_web_server_with_neighbouring_chunks_in_one_requ
         "{fetched} requests for {chunks} chunks ({coalesced_arrays} arrays read in fewer requests than chunks)"
     );
 }
+
+#[test]
+fn a_reference_file_rewritten_while_mounted_is_followed_and_files_opened_before_read_on() {
+    let (dir, m) = refs();
+    let tmp = TempDir::new("refs-live");
+    let by_name = |name: &str| {
+        stores(&m)
+            .into_iter()
+            .find(|s| s["name"] == name)
+            .expect("store in manifest")
+    };
+    let (first, second) = (by_name("series_0"), by_name("series_1"));
+    let sha = |store: &Value, path: &str| -> Value {
+        store["arrays"]
+            .as_array()
+            .expect("arrays")
+            .iter()
+            .find(|a| a["path"] == path)
+            .map_or(Value::Null, |a| a["sha256"]["C_little"].clone())
+    };
+    // Arrays whose bytes differ between the two files of the series.
+    let differ: Vec<String> = first["arrays"]
+        .as_array()
+        .expect("arrays")
+        .iter()
+        .map(|a| a["path"].as_str().expect("path").to_string())
+        .filter(|p| sha(first, p) != sha(second, p) && !sha(second, p).is_null())
+        .collect();
+    assert!(differ.len() >= 2, "the series' files differ in {differ:?}");
+    let live = tmp.path().join("live.json");
+    let copy_of = |store: &Value| {
+        let from = dir.join(store["file"].as_str().expect("file"));
+        let staged = tmp.path().join("staged.json");
+        std::fs::copy(from, &staged).expect("copy");
+        std::fs::rename(&staged, &live).expect("rename into place");
+    };
+    copy_of(first);
+    let data = data_dir();
+    let mount = Mount::new(
+        &live,
+        &[
+            "--refresh",
+            "1s",
+            "--virtual-prefix",
+            data.to_str().expect("path"),
+            "--log-level",
+            "info",
+        ],
+    );
+    let read = |p: &str| sha256(&std::fs::read(mount.path(p)).expect("read"));
+    assert_eq!(read(&differ[0]), sha(first, &differ[0]));
+    // Opened before the file is rewritten, read after.
+    let mut held = std::fs::File::open(mount.path(&differ[1])).expect("open");
+    copy_of(second);
+    let rewritten = std::time::Instant::now();
+    while read(&differ[0]) != sha(second, &differ[0]) {
+        assert!(
+            rewritten.elapsed() < std::time::Duration::from_secs(10),
+            "the rewritten set did not show in 10 s; log:\n{}",
+            mount.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Twice the interval, and half a second for a busy machine.
+    let took = rewritten.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(2500),
+        "shown after {took:?}"
+    );
+    for p in &differ {
+        assert_eq!(read(p), sha(second, p), "{p} after the rewrite");
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut held, &mut bytes).expect("read held");
+    assert_eq!(
+        sha256(&bytes),
+        sha(first, &differ[1]),
+        "a file opened before the rewrite"
+    );
+    assert!(mount.log().contains("read again"), "{}", mount.log());
+}

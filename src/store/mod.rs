@@ -15,6 +15,7 @@ mod memory;
 mod open;
 mod options;
 mod references;
+mod references_live;
 mod references_parquet;
 #[cfg(feature = "remote")]
 mod remote;

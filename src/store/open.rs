@@ -60,7 +60,8 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
     let path = Path::new(spec.strip_prefix("file://").unwrap_or(spec));
     if !cfg.zip && path.is_file() && !is_zip_name(spec) {
         if let Some(refs) = reference_file(path, cfg)? {
-            return Ok(Arc::new(refs));
+            let live = super::references_live::LiveReferences::new(path.into(), cfg.clone(), refs);
+            return Ok(Arc::new(live));
         }
     }
     #[cfg(feature = "remote")]
@@ -83,7 +84,7 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
 
 /// The reference set in the local file `path`, when its content is one (a JSON object,
 /// or gzip / zstd data under a `.json.gz` / `.json.zst` name); `None` for other files.
-fn reference_file(path: &Path, cfg: &StoreConfig) -> Result<Option<ReferenceStore>> {
+pub(super) fn reference_file(path: &Path, cfg: &StoreConfig) -> Result<Option<ReferenceStore>> {
     use std::io::Read;
     let label = path.display().to_string();
     let io = |source| crate::error::Error::Io {

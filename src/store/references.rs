@@ -772,6 +772,13 @@ impl ReferenceStore {
     }
 }
 
+impl ReferenceStore {
+    /// The version of the reference set's file (what its inline values carry).
+    pub fn version(&self) -> &Version {
+        &self.version
+    }
+}
+
 impl Store for ReferenceStore {
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
         let Some(r) = self.lookup(key)? else {
