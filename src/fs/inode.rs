@@ -1,6 +1,9 @@
 //! The inode table: numbers handed out lazily on lookup / readdir. An inode names a node
 //! of one tree (the mount's own hierarchy is tree 0) and what kind of file it shows; the
 //! kernel's lookups of it are counted and `forget` drops it once the kernel holds none.
+//! A file's inode stands for one reading of its node: a node read again after it changed
+//! in the store gets a new inode, and the old one keeps its content for the files open on
+//! it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
