@@ -404,6 +404,13 @@ fn zarrfs_refresh_shows_a_change_at_once_and_refresh_off_never() {
     let rows = |m: &Mount| check_grow(&std::fs::read(m.path("grow")).expect("read grow"));
     assert_eq!(rows(&hour), Ok(first.grow_rows));
     assert_eq!(rows(&off), Ok(first.grow_rows));
+    // Read twice, the refreshing mount's file gets a passthrough copy of this reading.
+    assert_eq!(rows(&hour), Ok(first.grow_rows));
+    wait_until("a copy of grow under --refresh 1h", || {
+        common::xattr(&hour.path("grow"), "user.zarrfs.materialized")
+            .is_some_and(|s| s.starts_with("ready"))
+    });
+    assert_eq!(rows(&hour), Ok(first.grow_rows));
     for m in [&hour, &off] {
         assert!(!m.path("extra_2").exists());
     }

@@ -166,12 +166,9 @@ impl FuseAdapter {
     pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode, materialize: u64) -> FuseAdapter {
         // Only direct-IO reads reach the daemon again on a re-read (the page cache
         // answers the others): with no copies to serve them, their chunks stay.
+        // A copy is of one inode, and an inode of one reading of its array (a reading
+        // after a change is another inode): copies are good under a refresh interval too.
         let materializer = Materializer::new(fs.clone(), materialize, io == IoMode::Direct);
-        if fs.attr_ttl() < Duration::from_secs(24 * 3600) {
-            // A copy holds one version of an array, and the kernel serves it with no
-            // word to the daemon: it would outlive a change.
-            materializer.disable("the store is refreshed while mounted (--refresh)");
-        }
         FuseAdapter {
             materializer,
             fs,
@@ -283,7 +280,9 @@ impl Filesystem for FuseAdapter {
 
     // fuser's batch_forget calls this once per inode.
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.fs.forget(ino.0, nlookup);
+        if self.fs.forget(ino.0, nlookup) {
+            self.materializer.forget(ino.0);
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {

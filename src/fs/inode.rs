@@ -167,14 +167,14 @@ impl Inodes {
     }
 
     /// The kernel dropped `n` of its references to `ino`. With none left the inode goes
-    /// (the root stays): a later lookup of its name makes a new one.
-    pub fn forget(&self, ino: u64, n: u64) {
+    /// (the root stays): a later lookup of its name makes a new one. Whether it went.
+    pub fn forget(&self, ino: u64, n: u64) -> bool {
         if ino == ROOT {
-            return;
+            return false;
         }
         let mut by_name = self.by_name.write();
         let Some(entry) = self.get(ino) else {
-            return;
+            return false;
         };
         let left = entry
             .lookups
@@ -183,7 +183,7 @@ impl Inodes {
             })
             .map_or(0, |l| l.saturating_sub(n));
         if left > 0 {
-            return;
+            return false;
         }
         let key = (entry.parent, entry.name.clone());
         if by_name.get(&key) == Some(&ino) {
@@ -194,6 +194,7 @@ impl Inodes {
         if let Some(parent) = self.get(entry.parent) {
             parent.listing.lock().take();
         }
+        true
     }
 
     /// The inodes whose node path is `path` or below it (every inode for "").

@@ -353,12 +353,14 @@ impl ZarrFs {
         let (name, node) = self.find(parent, name)?;
         let stamp = self.stamp(node.path());
         let ino = self.inodes.hold(parent, &name, node, stamp);
-        self.getattr(ino)
-            .inspect_err(|_| self.inodes.forget(ino, 1))
+        self.getattr(ino).inspect_err(|_| {
+            self.inodes.forget(ino, 1);
+        })
     }
 
-    /// The kernel dropped `n` lookups of `ino`; with none left, the inode is forgotten.
-    pub fn forget(&self, ino: u64, n: u64) {
+    /// The kernel dropped `n` lookups of `ino`; with none left, the inode is forgotten
+    /// (true: it is gone, and its number never comes back).
+    pub fn forget(&self, ino: u64, n: u64) -> bool {
         self.inodes.forget(ino, n)
     }
 

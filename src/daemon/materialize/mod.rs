@@ -272,6 +272,23 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
                 .is_some_and(|n| n.fits > 0 && !matches!(n.backing, Backing::Failed))
     }
 
+    /// The kernel forgot `ino`: no open of it can come again (a lookup of its name makes
+    /// another inode), so its copy goes and gives its bytes back to the budget, unless
+    /// an open is still counted or a build runs (they end on their own).
+    pub fn forget(&self, ino: u64) {
+        let mut st = self.state.lock();
+        let idle = st.inodes.get(&ino).is_some_and(|n| {
+            n.daemon_opens == 0
+                && n.passthrough_opens == 0
+                && !matches!(n.backing, Backing::Filling { building: true, .. })
+        });
+        if idle {
+            if let Some(node) = st.inodes.remove(&ino) {
+                st.used = st.used.saturating_sub(node.size);
+            }
+        }
+    }
+
     /// An open of `ino` answered with file handle `fh` was released.
     pub fn release(&self, ino: u64, fh: u64) {
         if let Some(node) = self.state.lock().inodes.get_mut(&ino) {
