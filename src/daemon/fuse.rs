@@ -99,6 +99,21 @@ impl Dropping {
     }
 }
 
+/// Have the kernel drop the attributes and pages it holds of `inodes` (refreshed).
+pub fn drop_inodes(n: &fuser::Notifier, inodes: &[u64]) {
+    for ino in inodes {
+        let _ = n.inval_inode(INodeNo(*ino), 0, 0);
+    }
+}
+
+/// Have the kernel drop its entries of `names` (parent and name; refreshed), so that the
+/// next use of each looks it up again.
+pub fn drop_names(n: &fuser::Notifier, names: &[(u64, String)]) {
+    for (parent, name) in names {
+        let _ = n.inval_entry(INodeNo(*parent), OsStr::new(name));
+    }
+}
+
 /// Who owns every file, and when they were made.
 #[derive(Clone, Copy)]
 struct Owner {
@@ -476,9 +491,7 @@ impl Filesystem for FuseAdapter {
                 // The kernel drops the attributes and pages it holds of each, so that
                 // the next stat and open ask again.
                 if let Some(n) = notifier.get() {
-                    for ino in &inodes {
-                        let _ = n.inval_inode(INodeNo(*ino), 0, 0);
-                    }
+                    drop_inodes(n, &inodes);
                 }
                 reply.ok();
                 // Names are dropped after the reply: the kernel holds the directory's
@@ -487,9 +500,7 @@ impl Filesystem for FuseAdapter {
                     let names = fs.names_of(&inodes);
                     dropping.start();
                     std::thread::spawn(move || {
-                        for (parent, name) in names {
-                            let _ = n.inval_entry(INodeNo(parent), OsStr::new(&name));
-                        }
+                        drop_names(&n, &names);
                         dropping.end();
                     });
                 }

@@ -413,12 +413,8 @@ fn watch_folder(
         Ok(inodes) => {
             log::debug!("refresh: /{path} changed in the folder");
             if let Some(n) = notifier.get() {
-                for ino in &inodes {
-                    let _ = n.inval_inode(fuser::INodeNo(*ino), 0, 0);
-                }
-                for (parent, name) in fs.names_of(&inodes) {
-                    let _ = n.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::new(&name));
-                }
+                crate::daemon::fuse::drop_inodes(n, &inodes);
+                crate::daemon::fuse::drop_names(n, &fs.names_of(&inodes));
             }
         }
         Err(e) => log::warn!("refresh: /{path}: {e}"),

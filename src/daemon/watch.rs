@@ -143,28 +143,13 @@ fn node_folders(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Whether `doc` is a v3 array's metadata (read only up to 1 MiB).
+/// Whether `doc` is a v3 array's metadata (read only up to 1 MiB; never a blocking open
+/// of a FIFO or device named like a document).
 fn is_v3_array(doc: &Path) -> bool {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    // Never a blocking open of a FIFO or device named like a document.
-    if !std::fs::metadata(doc).is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(doc);
-    let Ok(file) = file else {
+    use crate::store::{Blob, FileBlob};
+    let Ok(text) = FileBlob::open(doc).and_then(|blob| blob.read(0, 1 << 20)) else {
         return false;
     };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let mut text = Vec::new();
-    if file.take(1 << 20).read_to_end(&mut text).is_err() {
-        return false;
-    }
-    serde_json::from_slice::<serde_json::Value>(&text)
+    serde_json::from_slice::<serde_json::Value>(&text.bytes)
         .is_ok_and(|v| v.get("node_type").and_then(|t| t.as_str()) == Some("array"))
 }

@@ -135,7 +135,7 @@ impl Inodes {
     ) -> u64 {
         if let Some(&old) = by_name.get(&(parent, name.to_string())) {
             match self.get(old) {
-                Some(e) if e.node == node && (e.stamp == stamp || e.is_dir()) => return old,
+                Some(e) if e.node == node && e.stamp == stamp => return old,
                 Some(e) if e.lookups.load(Ordering::Relaxed) == 0 => {
                     self.entries.write().remove(&old);
                 }
@@ -225,9 +225,5 @@ impl Entry {
             listing: Mutex::new(None),
             content: Mutex::new(None),
         }
-    }
-
-    pub fn is_dir(&self) -> bool {
-        matches!(self.node, Node::Dir(_))
     }
 }

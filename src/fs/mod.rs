@@ -149,6 +149,15 @@ impl ZarrFs {
         }
     }
 
+    /// The reading a new inode of `node` stands for: its stamp for a file; none for a
+    /// directory, which stays one inode.
+    fn reading(&self, node: &Node) -> Stamp {
+        match node {
+            Node::Dir(_) => Stamp::default(),
+            _ => self.stamp(node.path()),
+        }
+    }
+
     /// How long the kernel may keep entries and attributes: the refresh interval (or, with
     /// none, a day: they never change).
     pub fn attr_ttl(&self) -> std::time::Duration {
@@ -351,7 +360,7 @@ impl ZarrFs {
     /// that a `forget` of the same inode at that moment cannot drop it.
     pub fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
         let (name, node) = self.find(parent, name)?;
-        let stamp = self.stamp(node.path());
+        let stamp = self.reading(&node);
         let ino = self.inodes.hold(parent, &name, node, stamp);
         self.getattr(ino).inspect_err(|_| {
             self.inodes.forget(ino, 1);
@@ -442,7 +451,7 @@ impl ZarrFs {
                     Node::Dir(_) => FileKind::Directory,
                     _ => FileKind::File,
                 };
-                let stamp = self.stamp(node.path());
+                let stamp = self.reading(&node);
                 let ino = self.inodes.insert(ino, &name, node, stamp);
                 DirEntry { ino, name, kind }
             })

@@ -3,15 +3,15 @@
 //! without metadata (implicit) found by looking below a folder for a node's documents.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use super::{join, valid_name, Catalog};
 use crate::error::{Error, Result};
 use crate::metadata::layout::{self, Consolidated, Doc, Layout};
 use crate::metadata::{v3, NodeMetadata};
-use crate::store::{Store, Version};
+use crate::store::{ReadAgain, Store, Version};
 
 /// How deep to look below a folder without metadata for a node that makes it a group.
 const IMPLICIT_DEPTH: usize = 8;
@@ -28,7 +28,7 @@ pub struct ZarrCatalog {
     /// [`Catalog::reload`]).
     consolidated: RwLock<Option<Arc<Consolidated>>>,
     /// When it was read.
-    read_at: Mutex<Instant>,
+    read_at: ReadAgain,
 }
 
 impl ZarrCatalog {
@@ -40,7 +40,7 @@ impl ZarrCatalog {
                 store,
                 layout: found.layout,
                 consolidated: RwLock::new(found.consolidated.map(Arc::new)),
-                read_at: Mutex::new(Instant::now()),
+                read_at: ReadAgain::now(),
             });
         }
         // No root document: an implicit root group (v2 and v3 nodes are both found).
@@ -48,7 +48,7 @@ impl ZarrCatalog {
             store,
             layout: Layout::V3,
             consolidated: RwLock::new(None),
-            read_at: Mutex::new(Instant::now()),
+            read_at: ReadAgain::now(),
         };
         if catalog.contains_node("", IMPLICIT_DEPTH, &mut { IMPLICIT_BUDGET })? {
             return Ok(catalog);
@@ -166,13 +166,9 @@ impl Catalog for ZarrCatalog {
         if self.consolidated().is_none() {
             return Ok(());
         }
-        {
-            // One reader reloads; the others go on with what is there.
-            let mut read_at = self.read_at.lock();
-            if max_age.is_some_and(|age| read_at.elapsed() < age) {
-                return Ok(());
-            }
-            *read_at = Instant::now();
+        // One reader reloads; the others go on with what is there.
+        if !self.read_at.due(max_age) {
+            return Ok(());
         }
         let found = layout::detect(&*self.store)?.and_then(|d| d.consolidated);
         match found {

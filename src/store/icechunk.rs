@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::TryStreamExt;
 use icechunk::format::{ByteRange as IcRange, SnapshotId};
@@ -25,7 +25,9 @@ use icechunk::Repository;
 use parking_lot::{Mutex, RwLock};
 
 use super::runtime::block_on;
-use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version, SNAPSHOT_TAG};
+use super::{
+    ByteRange, Caps, Head, Listing, ReadAgain, Store, StoreConfig, Value, Version, SNAPSHOT_TAG,
+};
 use crate::error::{Error, Result};
 
 /// The metadata of a version that holds no root group.
@@ -56,7 +58,7 @@ pub struct IcechunkStore {
     /// move).
     follows: Option<String>,
     /// When the branches' tips were last read.
-    tips_read: Mutex<Instant>,
+    tips_read: ReadAgain,
     all: bool,
     /// Versions opened so far under the version folders, by folder (`@tags/v1`).
     opened: Mutex<BTreeMap<String, Arc<Checkout>>>,
@@ -164,7 +166,7 @@ impl IcechunkStore {
             repo,
             default: RwLock::new(default.clone()),
             follows,
-            tips_read: Mutex::new(Instant::now()),
+            tips_read: ReadAgain::now(),
             all: choice.all,
             opened: Mutex::new(BTreeMap::new()),
             snapshots: Mutex::new(HashMap::new()),
@@ -267,10 +269,6 @@ impl IcechunkStore {
                 Ok(all)
             }
         }
-    }
-
-    fn error(&self, key: &str, e: StoreError) -> Error {
-        failed(&format!("{}/{key}", self.label), "read", e)
     }
 }
 
@@ -395,6 +393,29 @@ fn read_at(
     }
 }
 
+/// The names below `prefix` at version `at` (as `inner` there), sorted.
+fn list_at(label: &str, at: &Checkout, prefix: &str, inner: &str) -> Result<Listing> {
+    let items: Vec<icechunk::store::ListDirItem> = match block_on(async {
+        let stream = at.store.list_dir_items(inner).await?;
+        stream.try_collect().await
+    })? {
+        Ok(items) => items,
+        Err(e) if not_found(&e) => Vec::new(),
+        Err(e) => return Err(failed(&format!("{label}/{prefix}"), "read", e)),
+    };
+    let mut listing = Listing::default();
+    for item in items {
+        match item {
+            icechunk::store::ListDirItem::Key(k) => listing.keys.push(k),
+            icechunk::store::ListDirItem::Prefix(p) => listing.prefixes.push(p),
+        }
+    }
+    listing.keys.sort();
+    listing.prefixes.sort();
+    listing.prefixes.dedup();
+    Ok(listing)
+}
+
 /// The size and version of `key` at version `at` (as `inner` there).
 fn head_at(label: &str, at: &Checkout, key: &str, inner: &str) -> Result<Option<Head>> {
     match block_on(at.store.getsize(inner))? {
@@ -425,28 +446,14 @@ impl Store for IcechunkStore {
         let Some((at, inner)) = self.route(prefix)? else {
             return Ok(listing);
         };
-        let items: Vec<icechunk::store::ListDirItem> = match block_on(async {
-            let stream = at.store.list_dir_items(inner).await?;
-            stream.try_collect().await
-        })? {
-            Ok(items) => items,
-            Err(e) if not_found(&e) => Vec::new(),
-            Err(e) => return Err(self.error(prefix, e)),
-        };
-        for item in items {
-            match item {
-                icechunk::store::ListDirItem::Key(k) => listing.keys.push(k),
-                icechunk::store::ListDirItem::Prefix(p) => listing.prefixes.push(p),
-            }
-        }
+        let mut listing = list_at(&self.label, &at, prefix, inner)?;
         if self.all && prefix.is_empty() {
             listing
                 .prefixes
                 .extend([BRANCHES, TAGS, SNAPSHOTS].map(String::from));
+            listing.prefixes.sort();
+            listing.prefixes.dedup();
         }
-        listing.keys.sort();
-        listing.prefixes.sort();
-        listing.prefixes.dedup();
         Ok(listing)
     }
 
@@ -467,13 +474,9 @@ impl Store for IcechunkStore {
     /// under `--versions` dropped where their branch moved or is gone (opened again at
     /// their next use).
     fn refresh(&self, max_age: Option<Duration>) -> Result<()> {
-        {
-            // One reader reads the tips; the others go on with what is there.
-            let mut read = self.tips_read.lock();
-            if max_age.is_some_and(|age| read.elapsed() < age) {
-                return Ok(());
-            }
-            *read = Instant::now();
+        // One reader reads the tips; the others go on with what is there.
+        if !self.tips_read.due(max_age) {
+            return Ok(());
         }
         if let Some(branch) = &self.follows {
             let tip = self.tip(branch)?;
@@ -549,25 +552,8 @@ impl Store for AtSnapshot {
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
-        let inner = self.inner(prefix.trim_end_matches('/'));
-        let items: Vec<icechunk::store::ListDirItem> = match block_on(async {
-            let stream = self.at.store.list_dir_items(inner).await?;
-            stream.try_collect().await
-        })? {
-            Ok(items) => items,
-            Err(e) if not_found(&e) => Vec::new(),
-            Err(e) => return Err(failed(&format!("{}/{prefix}", self.label), "list", e)),
-        };
-        let mut listing = Listing::default();
-        for item in items {
-            match item {
-                icechunk::store::ListDirItem::Key(k) => listing.keys.push(k),
-                icechunk::store::ListDirItem::Prefix(p) => listing.prefixes.push(p),
-            }
-        }
-        listing.keys.sort();
-        listing.prefixes.sort();
-        Ok(listing)
+        let prefix = prefix.trim_end_matches('/');
+        list_at(&self.label, &self.at, prefix, self.inner(prefix))
     }
 
     fn head(&self, key: &str) -> Result<Option<Head>> {

@@ -210,6 +210,29 @@ pub trait Store: Send + Sync {
     }
 }
 
+/// When something kept was last read again, so that it is read again at most once per
+/// interval: the first caller past the interval takes the turn, the others go on with
+/// what is kept.
+pub struct ReadAgain(parking_lot::Mutex<std::time::Instant>);
+
+impl ReadAgain {
+    /// Read just now.
+    pub fn now() -> ReadAgain {
+        ReadAgain(parking_lot::Mutex::new(std::time::Instant::now()))
+    }
+
+    /// Whether the caller is to read again now: the last reading is older than
+    /// `max_age` (`None`: whatever its age), and the turn is taken.
+    pub fn due(&self, max_age: Option<std::time::Duration>) -> bool {
+        let mut at = self.0.lock();
+        if max_age.is_some_and(|age| at.elapsed() < age) {
+            return false;
+        }
+        *at = std::time::Instant::now();
+        true
+    }
+}
+
 /// Shorthands over [`Store`] for callers that want the bytes alone.
 pub trait StoreExt: Store {
     /// The whole value, or `None` when the key does not exist.

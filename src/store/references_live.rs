@@ -7,11 +7,13 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
-use super::{ByteRange, Caps, Head, Listing, ReferenceStore, Store, StoreConfig, Value, Version};
+use super::{
+    ByteRange, Caps, Head, Listing, ReadAgain, ReferenceStore, Store, StoreConfig, Value, Version,
+};
 use crate::error::{Error, Result};
 
 pub struct LiveReferences {
@@ -22,7 +24,7 @@ pub struct LiveReferences {
     /// from an earlier one holds it for as long as it lives).
     kept: Mutex<HashMap<Version, Arc<ReferenceStore>>>,
     /// When the file's version was last looked at.
-    checked: Mutex<Instant>,
+    checked: ReadAgain,
 }
 
 impl LiveReferences {
@@ -34,7 +36,7 @@ impl LiveReferences {
             cfg,
             kept: Mutex::new(HashMap::from([(first.version().clone(), first.clone())])),
             current: RwLock::new(first),
-            checked: Mutex::new(Instant::now()),
+            checked: ReadAgain::now(),
         }
     }
 
@@ -67,12 +69,8 @@ impl Store for LiveReferences {
     /// The set read again when its file changed; a file that cannot be read now, or no
     /// longer holds a reference set, leaves the reading there was (one log line).
     fn refresh(&self, max_age: Option<Duration>) -> Result<()> {
-        {
-            let mut checked = self.checked.lock();
-            if max_age.is_some_and(|age| checked.elapsed() < age) {
-                return Ok(());
-            }
-            *checked = Instant::now();
+        if !self.checked.due(max_age) {
+            return Ok(());
         }
         let label = self.path.display().to_string();
         let meta = std::fs::metadata(&self.path).map_err(|source| Error::Io {
