@@ -28,6 +28,14 @@ OUTDIR/icechunk is deleted and rewritten:
                           files concatenated along time: `t` and `h` as virtual chunks
                           into the files (a virtual chunk container for
                           file://<virtual-data>/), the coordinates loaded (native)
+    icechunk/virtual-hostile/  a repository whose virtual chunks (raw f4, 4 KiB chunks, one
+                          virtual chunk container for file://<virtual-hostile-data>/data/)
+                          point: chunk 0 into the container, chunk 1 at a symlink in it
+                          that leads out, chunk 2 outside every container, chunk 3
+                          through `..` out of it, chunk 4 past the end of its file,
+                          chunk 5 at a missing file, chunk 6 into data/sub/ (written with
+                          the icechunk package's set_virtual_ref, validate_container off
+                          for the ones outside)
     icechunk/manifest-icechunk.json
 
 Manifest: {"writer", "repos": [repo...]}, a repo being {"name", "path" (relative to OUTDIR),
@@ -43,6 +51,7 @@ netCDF4-python's read of the source files (auto mask and scale off), concatenate
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -204,6 +213,56 @@ def write_virtual(top: str) -> dict:
             "versions": [{"kind": "branch", "name": "main", "snapshot": snap, "arrays": arrays, "groups": [""]}]}
 
 
+def write_virtual_hostile(top: str) -> dict:
+    base = os.path.join(top, "virtual-hostile-data")
+    data, sub, outside = (os.path.join(base, d) for d in ("data", "data/sub", "outside"))
+    for d in (data, sub, outside):
+        os.makedirs(d)
+    n = 1024  # elements a chunk: one 4 KiB page each
+    values = np.arange(7 * n, dtype="<f4") * 1.5 - 7
+    chunk = lambda k: values[n * k: n * k + n].tobytes()  # noqa: E731
+    with open(os.path.join(data, "good.bin"), "wb") as f:
+        f.write(b"\x00" * 16 + chunk(0))
+    with open(os.path.join(sub, "more.bin"), "wb") as f:
+        f.write(chunk(6))
+    with open(os.path.join(outside, "secret.bin"), "wb") as f:
+        f.write(chunk(1) + chunk(2) + chunk(3))
+    os.symlink(os.path.join("..", "outside", "secret.bin"), os.path.join(data, "link.bin"))
+    prefix = "file://" + os.path.abspath(data) + "/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(data)))
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(os.path.join(top, "virtual-hostile")),
+                                      config, authorize_virtual_chunk_access={prefix: None})
+    session = repo.writable_session("main")
+    root = zarr.group(store=session.store, zarr_format=3)
+    root.create_array("v", shape=(7 * n,), chunks=(n,), dtype="f4", fill_value=0, compressors=None)
+    url = lambda *parts: "file://" + os.path.join(os.path.abspath(base), *parts)  # noqa: E731
+    refs = [
+        (0, "inside", url("data", "good.bin"), 16, True),
+        (1, "symlink out", url("data", "link.bin"), 0, True),
+        (2, "outside every container", url("outside", "secret.bin"), 4 * n, False),
+        (3, "dot-dot out", prefix + "../outside/secret.bin", 8 * n, False),
+        (4, "past the end", url("data", "good.bin"), 40, True),
+        (5, "missing file", url("data", "missing.bin"), 0, True),
+        (6, "inside, sub folder", url("data", "sub", "more.bin"), 0, True),
+    ]
+    for k, case, location, offset, validate in refs:
+        session.store.set_virtual_ref(f"v/c/{k}", location, offset=offset, length=4 * n,
+                                      validate_container=validate)
+    session.commit("hostile virtual chunks")
+    # Expected: the chunks inside the container as zarr-python reads them back through
+    # icechunk (which reads the virtual chunks itself).
+    v = zarr.open_array(store=repo.readonly_session("main").store, path="v", mode="r")
+    chunks = []
+    for k, case, *_ in refs:
+        readable = case.startswith("inside")
+        got = np.asarray(v[n * k: n * k + n], dtype="<f4").tobytes() if readable else None
+        chunks.append({"index": k, "case": case, "offset": 4 * n * k, "len": 4 * n,
+                       "sha256": hashlib.sha256(got).hexdigest() if readable else None})
+    return {"name": "virtual-hostile", "path": "icechunk/virtual-hostile", "data": os.path.abspath(data),
+            "outside": os.path.abspath(outside), "sub": os.path.abspath(sub), "chunks": chunks}
+
+
 def main() -> None:
     outdir = sys.argv[1]
     top = os.path.join(outdir, "icechunk")
@@ -220,6 +279,7 @@ def main() -> None:
         "writer": f"icechunk {icechunk.__version__}, zarr {zarr.__version__}",
         "repos": [{"name": "repo", "path": "icechunk/repo", "versions": versions_of(repo, "repo")}],
         "virtual": write_virtual(top),
+        "virtual_hostile": write_virtual_hostile(top),
     }
     with open(os.path.join(top, "manifest-icechunk.json"), "w") as f:
         json.dump(manifest, f, indent=1)

@@ -339,21 +339,154 @@ fn virtual_chunks_read_from_the_allowed_containers_only() {
         }
     }
     assert_no_failures(&failures);
-    // A --virtual-prefix that the container does not lie under closes it: the virtual
-    // chunks fail, the loaded coordinates still read.
+    // A --virtual-prefix outside the container adds to it: the container stays open.
     let elsewhere = TempDir::new("icechunk-elsewhere");
-    let narrowed = ["--virtual-prefix", elsewhere.path().to_str().expect("path")];
-    let err = try_cat(&path, "t", &narrowed).expect_err("a closed container");
-    assert!(err.contains("virtual chunk"), "{err}");
-    let time = array(main, "time");
-    let bytes = try_cat(&path, "time", &narrowed).expect("time is loaded, not virtual");
-    assert_eq!(sha256(&bytes), time["sha256"]["C_little"]);
+    let added = ["--virtual-prefix", elsewhere.path().to_str().expect("path")];
+    let t = &main["arrays"][0];
+    let bytes = try_cat(&path, "t", &added).expect("the container stays open");
+    assert_eq!(sha256(&bytes), t["sha256"]["C_little"]);
     // The container's own folder, given, keeps it open.
     let prefix = repo["virtual_prefix"].as_str().expect("prefix");
     let folder = prefix.trim_start_matches("file://");
-    let t = &main["arrays"][0];
     let bytes = try_cat(&path, "t", &["--virtual-prefix", folder]).expect("allowed container");
     assert_eq!(sha256(&bytes), t["sha256"]["C_little"]);
+}
+
+/// What each chunk of the hostile virtual repository's `v` reads through a mount with
+/// `args`: its bytes, or the error.
+fn hostile_chunks(
+    path: &Path,
+    chunks: &[Value],
+    args: &[&str],
+) -> (Mount, Vec<std::io::Result<Vec<u8>>>) {
+    let mount = Mount::new(path, args);
+    let file = std::fs::File::open(mount.path("v")).expect("open v");
+    let got = chunks
+        .iter()
+        .map(|c| {
+            let offset = c["offset"].as_u64().expect("offset");
+            let len = c["len"].as_u64().expect("len") as usize;
+            common::mount::pread_full(&file, offset, len)
+        })
+        .collect();
+    (mount, got)
+}
+
+#[test]
+fn hostile_virtual_chunks_fail_alone_and_virtual_prefixes_narrow_or_add() {
+    let (dir, m) = fixtures();
+    let repo = &m["virtual_hostile"];
+    let path = dir.join(repo["path"].as_str().expect("path"));
+    let chunks = repo["chunks"].as_array().expect("chunks");
+    let mut failures = Vec::new();
+
+    // By default: the chunks inside the container read as zarr-python read them; a
+    // symlink leading out, a location outside every container, a `..` out of it, a range
+    // past the end of its file and a missing file each fail alone.
+    let (mount, got) = hostile_chunks(&path, chunks, &[]);
+    for (c, got) in chunks.iter().zip(&got) {
+        let case = c["case"].as_str().expect("case");
+        match (c["sha256"].as_str(), got) {
+            (Some(want), Ok(bytes)) if sha256(bytes) == want => {}
+            (Some(_), other) => failures.push(format!("{case}: {other:?}")),
+            (None, Err(e)) if e.raw_os_error() == Some(5) => {}
+            (None, other) => failures.push(format!("{case}: {:?}", other.as_ref().map(Vec::len))),
+        }
+    }
+    let log = mount.log();
+    for (what, line) in [
+        (
+            "a location outside the containers",
+            "outside the allowed prefixes",
+        ),
+        ("a range past the end", "past the end"),
+        ("a missing file", "missing"),
+        ("a symlink leading out", "link.bin"),
+    ] {
+        if !log.contains(line) {
+            failures.push(format!("no log line for {what} ({line:?})"));
+        }
+    }
+    assert!(std::fs::metadata(mount.path("v")).is_ok(), "the mount died");
+    drop(mount);
+    let err = try_cat(&path, "v", &[]).expect_err("cat of v");
+    assert!(
+        err.contains("virtual") || err.contains("reference"),
+        "{err}"
+    );
+
+    // A prefix inside the container narrows it: data/sub/ stays, data/ goes.
+    let sub = repo["sub"].as_str().expect("sub");
+    let (_mount, got) = hostile_chunks(&path, chunks, &["--virtual-prefix", sub]);
+    if got[0].is_ok() {
+        failures.push("narrowed to data/sub: chunk 0 in data/ still read".into());
+    }
+    match &got[6] {
+        Ok(bytes) if Some(sha256(bytes).as_str()) == chunks[6]["sha256"].as_str() => {}
+        other => failures.push(format!(
+            "narrowed to data/sub: chunk 6: {:?}",
+            other.as_ref().map(Vec::len)
+        )),
+    }
+
+    // A prefix outside the container adds to it: the chunk outside every container reads
+    // its bytes of outside/secret.bin; the symlink out of data/ is still refused.
+    let outside = repo["outside"].as_str().expect("outside");
+    let secret = std::fs::read(Path::new(outside).join("secret.bin")).expect("secret.bin");
+    let (_mount, got) = hostile_chunks(&path, chunks, &["--virtual-prefix", outside]);
+    let len = chunks[2]["len"].as_u64().expect("len") as usize;
+    match &got[2] {
+        Ok(bytes) if bytes[..] == secret[len..2 * len] => {}
+        other => failures.push(format!(
+            "added outside/: chunk 2: {:?}",
+            other.as_ref().map(Vec::len)
+        )),
+    }
+    if got[1].is_ok() {
+        failures.push("added outside/: the symlink out of data/ read".into());
+    }
+    if !matches!(&got[0], Ok(b) if Some(sha256(b).as_str()) == chunks[0]["sha256"].as_str()) {
+        failures.push("added outside/: chunk 0 no longer reads".into());
+    }
+    assert_no_failures(&failures);
+}
+
+#[test]
+fn a_chunk_two_versions_share_is_fetched_and_decoded_once() {
+    let (dir, m) = fixtures();
+    let path = dir.join(m["repos"][0]["path"].as_str().expect("path"));
+    let (main, v1, dev) = (
+        version(&m, "branch", "main"),
+        version(&m, "tag", "v1"),
+        version(&m, "branch", "dev"),
+    );
+    let first = version(&m, "snapshot", "first");
+    let mount = Mount::new(&path, &["--versions"]);
+    let read = |at: &str, version: &Value| -> (bool, u64) {
+        let file = mount.path(&format!("{at}temperature"));
+        let bytes = std::fs::read(&file).expect("read temperature");
+        let right = sha256(&bytes) == array(version, "temperature")["sha256"]["C_little"];
+        let fetched = xattr(&file, "user.zarrfs.bytes_fetched")
+            .and_then(|v| v.parse().ok())
+            .expect("bytes_fetched");
+        (right, fetched)
+    };
+    let (right, fetched) = read("@tags/v1/", v1);
+    assert!(right && fetched > 0, "v1: right {right}, fetched {fetched}");
+    // main has not touched temperature since v1, and the first commit's four rows are
+    // v1's first four: the same chunk objects, already decoded.
+    let first_at = format!("@snapshots/{}/", first["name"].as_str().expect("id"));
+    for (at, version) in [("", main), (first_at.as_str(), first)] {
+        let (right, fetched) = read(at, version);
+        assert!(right, "{at}temperature: wrong bytes");
+        assert_eq!(fetched, 0, "{at}temperature fetched its chunks again");
+    }
+    // dev rewrote temperature: its chunks are other objects, fetched.
+    let (right, fetched) = read("@branches/dev/", dev);
+    assert!(
+        right && fetched > 0,
+        "dev: right {right}, fetched {fetched}"
+    );
 }
 
 /// Move branch `branch` of the repository at `repo` to `snapshot`, through the icechunk

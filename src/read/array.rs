@@ -5,7 +5,7 @@
 //! store wants large requests.
 
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use lru::LruCache;
@@ -26,6 +26,10 @@ struct ShardIndex {
 /// An openable, readable array.
 pub struct Array {
     id: u64,
+    /// How its stored bytes decode (see [`super::scope::decoding`]).
+    decoding: String,
+    /// Whether units were found named by their bytes.
+    shares: AtomicBool,
     pub meta: Arc<ArrayMetadata>,
     store: Arc<dyn Store>,
     /// The codec chain; `None` when a decoded chunk would be larger than zarrfs decodes
@@ -77,6 +81,8 @@ impl Array {
         let capacity = NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN);
         Ok(Array {
             id: super::scope::array_id(&store, &meta),
+            decoding: super::scope::decoding(&meta),
+            shares: AtomicBool::new(false),
             meta,
             store,
             chain,
@@ -92,6 +98,27 @@ impl Array {
     /// The id of this version of the array in caches (see [`super::scope`]).
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The id of read unit `idx` in caches: by the bytes it is decoded from where the
+    /// store names them (shared by the versions that hold them), else the array's.
+    pub fn unit_id(&self, idx: &[u64]) -> u64 {
+        let key = match self.chain.as_ref().and_then(CodecChain::sole_sharding) {
+            None => self.meta.chunk_key(idx),
+            Some(shard) => self.shard_key(&shard.inner_grid, idx),
+        };
+        match self.store.identity(&key) {
+            Some(identity) => {
+                self.shares.store(true, Ordering::Relaxed);
+                super::scope::content_id(&self.decoding, identity)
+            }
+            None => self.id,
+        }
+    }
+
+    /// Whether some unit was found named by its bytes (see [`Array::unit_id`]).
+    pub fn shares_units(&self) -> bool {
+        self.shares.load(Ordering::Relaxed)
     }
 
     pub fn unit_shape(&self) -> &[u64] {

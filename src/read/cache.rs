@@ -108,7 +108,13 @@ impl ChunkCache {
 
     /// Whether served chunks of a file of `bytes` decoded bytes stay in the cache.
     pub fn keeps(&self, bytes: u64) -> bool {
-        self.keep_fitting.load(Ordering::Relaxed) && bytes <= (self.budget / 2) as u64
+        self.keep_fitting.load(Ordering::Relaxed) && self.fits(bytes)
+    }
+
+    /// Whether a file of `bytes` decoded bytes is small enough for its chunks to stay
+    /// once served: at most half the budget.
+    pub fn fits(&self, bytes: u64) -> bool {
+        bytes <= (self.budget / 2) as u64
     }
 
     /// Bytes held now.

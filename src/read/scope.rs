@@ -3,6 +3,9 @@
 //! version gets the same id (its decoded units, shard indexes and spans are the same);
 //! a new version of its metadata gets a new one, so nothing cached for the old version
 //! is ever served for it. Metadata of unknown version gets a new id at every open.
+//! A unit whose store names its bytes ([`Store::identity`]) is filed under that name and
+//! the way the array decodes, instead: versions of an array that share a chunk object
+//! share its decoded units.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +25,30 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 type ScopeKey = (usize, String, String);
 
 static SCOPES: LazyLock<Mutex<HashMap<ScopeKey, u64>>> = LazyLock::new(Default::default);
+
+/// Ids of units named by their bytes: (how they decode, what names the bytes).
+static CONTENTS: LazyLock<Mutex<HashMap<(String, String), u64>>> = LazyLock::new(Default::default);
+
+/// The id of the units decoded the way `decoding` says (the array's data type, chunk
+/// shape, fill value and codecs) from the bytes the store names `identity`.
+pub fn content_id(decoding: &str, identity: String) -> u64 {
+    let mut contents = CONTENTS.lock();
+    if contents.len() >= MAX_SCOPES {
+        contents.clear();
+    }
+    *contents
+        .entry((decoding.to_string(), identity))
+        .or_insert_with(|| NEXT_ID.fetch_add(1, Ordering::Relaxed))
+}
+
+/// What decides how an array's stored bytes decode: two arrays alike in it decode the
+/// same bytes to the same units (their shapes and attributes may differ).
+pub fn decoding(meta: &ArrayMetadata) -> String {
+    format!(
+        "{:?} {:?} {} {} {:?}",
+        meta.format, meta.chunk_shape, meta.dtype_json, meta.fill_json, meta.codecs
+    )
+}
 
 /// The id of the array of `meta` read from `store`.
 pub fn array_id(store: &Arc<dyn Store>, meta: &ArrayMetadata) -> u64 {
@@ -89,5 +116,58 @@ mod tests {
         let other_meta = Hierarchy::open(other.clone()).unwrap().array("").unwrap();
         assert_eq!(other_meta.version, meta.version);
         assert_ne!(id(&other_meta, &other), id(&meta, &store));
+    }
+
+    /// A store that names chunk `c/0`'s bytes (as an Icechunk repository names a chunk
+    /// object), and no other key's.
+    struct Named(Arc<dyn Store>);
+
+    impl Store for Named {
+        fn read(
+            &self,
+            key: &str,
+            range: Option<crate::store::ByteRange>,
+        ) -> crate::error::Result<Option<crate::store::Value>> {
+            self.0.read(key, range)
+        }
+        fn list_dir(&self, prefix: &str) -> crate::error::Result<crate::store::Listing> {
+            self.0.list_dir(prefix)
+        }
+        fn head(&self, key: &str) -> crate::error::Result<Option<crate::store::Head>> {
+            self.0.head(key)
+        }
+        fn will_need(&self, key: &str) {
+            self.0.will_need(key)
+        }
+        fn caps(&self) -> crate::store::Caps {
+            self.0.caps()
+        }
+        fn identity(&self, key: &str) -> Option<String> {
+            (key == "c/0").then(|| "chunk object 1".to_string())
+        }
+    }
+
+    #[test]
+    fn units_named_by_their_bytes_are_shared_by_versions_that_decode_alike() {
+        let store: Arc<dyn Store> = Arc::new(Named(store()));
+        let meta = Hierarchy::open(store.clone()).unwrap().array("").unwrap();
+        let open = |meta: ArrayMetadata| Array::open(Arc::new(meta), store.clone()).unwrap();
+        let a = open((*meta).clone());
+        // Another version, grown: chunk 0 is the same object.
+        let mut grown = (*meta).clone();
+        grown.version = Version::Tag("grown".into());
+        grown.shape = vec![6];
+        let b = open(grown);
+        assert_ne!(a.id(), b.id());
+        assert_eq!(a.unit_id(&[0]), b.unit_id(&[0]));
+        assert!(a.shares_units());
+        // Chunks the store does not name stay the array version's own.
+        assert_eq!(a.unit_id(&[1]), a.id());
+        assert_ne!(a.unit_id(&[1]), b.unit_id(&[1]));
+        // The same object decoded another way (another data type): other units.
+        let mut other = (*meta).clone();
+        other.version = Version::Tag("retyped".into());
+        other.dtype_json = serde_json::json!("uint16");
+        assert_ne!(open(other).unit_id(&[0]), a.unit_id(&[0]));
     }
 }

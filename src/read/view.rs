@@ -76,7 +76,7 @@ struct UnitLoader {
 impl UnitLoader {
     fn key(&self, idx: &[u64]) -> ChunkKey {
         let tag = (self.layout.order == Order::F) as u8 | (self.layout.big_endian as u8) << 1;
-        (self.array.id(), tag, idx.to_vec())
+        (self.array.unit_id(idx), tag, idx.to_vec())
     }
 
     /// Whether a decoded unit is what the view copies from: the bytes of a whole unit, or
@@ -211,11 +211,15 @@ impl View {
 
     /// Note that `bytes` of the unit at `key` were handed out: a unit read whole leaves
     /// the cache, unless other open files read this view too or the cache keeps files
-    /// of this size (see [`ChunkCache::keeps`]).
+    /// of this size (see [`ChunkCache::keeps`]). Units named by their bytes (shared by
+    /// the versions of an array that hold them) stay while the file fits: another
+    /// version's file, which the kernel caches apart, may read them next.
     fn served(&self, key: &ChunkKey, bytes: usize) {
         let alone = self.readers.load(Ordering::Relaxed) <= 1;
-        self.cache
-            .served_by(key, bytes, alone && !self.cache.keeps(self.size()));
+        let size = self.size();
+        let keep =
+            self.cache.keeps(size) || (self.loader.array.shares_units() && self.cache.fits(size));
+        self.cache.served_by(key, bytes, alone && !keep);
     }
 
     /// The file size: prod(shape) × itemsize.
@@ -549,7 +553,7 @@ pub fn write_var_lines(
     // Units stay in C order here; runs step through them.
     let geometry = Geometry::new(&meta.shape, array.unit_shape(), order, 0);
     geometry.runs(Order::C, 0, elements, |run| {
-        let key = (array.id(), 0, run.unit.to_vec());
+        let key = (array.unit_id(run.unit), 0, run.unit.to_vec());
         let chunk = cache.get_or_load(&key, || array.read_unit(run.unit))?;
         let ChunkData::Var(items) = chunk.as_ref() else {
             return Err(Error::corrupt(

@@ -240,6 +240,10 @@ impl Store for DiskCache {
     fn refresh(&self, max_age: Option<std::time::Duration>) -> Result<()> {
         self.inner.refresh(max_age)
     }
+
+    fn identity(&self, key: &str) -> Option<String> {
+        self.inner.identity(key)
+    }
 }
 
 #[cfg(test)]

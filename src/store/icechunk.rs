@@ -5,8 +5,11 @@
 //! version, so that caches keep two versions of a dataset apart. With `--versions`, the
 //! root also holds `@branches/NAME/`, `@tags/NAME/` and `@snapshots/ID/`, each the tree of
 //! that version, opened at first use. Virtual chunks (byte ranges of NetCDF/HDF5 files)
-//! are read by the crate from the repository's virtual chunk containers that are
-//! allowed (all, or those under `--virtual-prefix`).
+//! are read by zarrfs itself, as a reference set's chunks are ([`Targets`]): only under
+//! the allowed prefixes (the repository's virtual chunk containers, narrowed or added to
+//! with `--virtual-prefix`), neighbouring chunks of a remote file in one request. A
+//! chunk's identity (its chunk object and range, or its file, range and checksum) names
+//! it in caches shared by versions, so a chunk two versions share is decoded once.
 //!
 //! A branch moves: with a refresh interval its tip is read again once per interval (and
 //! at `zarrfs refresh`), and the tree follows it. What was read at a snapshot goes on
@@ -17,14 +20,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::TryStreamExt;
-use icechunk::format::{ByteRange as IcRange, SnapshotId};
+use futures::{StreamExt, TryStreamExt};
+use icechunk::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
+use icechunk::format::{ByteRange as IcRange, ChunkIndices, SnapshotId};
 use icechunk::repository::VersionInfo;
+use icechunk::session::Session;
 use icechunk::store::{StoreError, StoreErrorKind};
 use icechunk::Repository;
 use parking_lot::{Mutex, RwLock};
 
 use super::runtime::block_on;
+use super::targets::{prefix_of, resolve, Near, Prefix, Target, Targets};
 use super::{
     ByteRange, Caps, Head, Listing, ReadAgain, Store, StoreConfig, Value, Version, SNAPSHOT_TAG,
 };
@@ -41,16 +47,39 @@ const SNAPSHOTS: &str = "@snapshots";
 /// Snapshots kept open for what was read at them, at most (more are opened again).
 const KEPT_SNAPSHOTS: usize = 16;
 
-/// One version opened read-only: its store, its snapshot's id, and the version its
-/// values carry (the snapshot).
+/// Virtual chunks of one array grouped for reading together at most (more are read
+/// one by one).
+const MAX_NEIGHBOURS: usize = 1 << 22;
+
+/// One version opened read-only: its store and session, its snapshot's id, the version
+/// its values carry (the snapshot), and the virtual chunks of its arrays by target.
 struct Checkout {
     store: icechunk::Store,
+    session: Arc<tokio::sync::RwLock<Session>>,
     snapshot: String,
     version: Version,
+    neighbours: Mutex<HashMap<String, Arc<Neighbours>>>,
+}
+
+/// The virtual chunks of one array: the ranges it reads in each target file, and the
+/// place of each chunk among its target's.
+#[derive(Default)]
+struct Neighbours {
+    ranges: BTreeMap<Target, Vec<Option<(u64, u64)>>>,
+    place: HashMap<Vec<u32>, usize>,
+}
+
+/// What every version of a repository shares: its name in messages, where its virtual
+/// chunks may be read, and its virtual chunk containers by name (for `vcc://` locations).
+struct Repo {
+    label: String,
+    targets: Targets,
+    containers: HashMap<String, String>,
 }
 
 pub struct IcechunkStore {
     label: String,
+    shared: Arc<Repo>,
     repo: Repository,
     /// The version the mount's own tree shows (the tip of `follows` when last read).
     default: RwLock<Arc<Checkout>>,
@@ -146,7 +175,7 @@ impl IcechunkStore {
     ) -> Result<IcechunkStore> {
         let repo = block_on(async move { Repository::open(storage).execute().await })?
             .map_err(|e| failed(&label, "open", e))?;
-        let repo = authorize_containers(&label, repo, cfg)?;
+        let shared = Arc::new(virtual_targets(&label, &repo, cfg)?);
         let choice = &cfg.icechunk;
         let version = match (&choice.reference, &choice.snapshot) {
             (Some(_), Some(_)) => {
@@ -163,6 +192,7 @@ impl IcechunkStore {
         let default = Arc::new(checkout(&label, &repo, version)?);
         let store = IcechunkStore {
             label,
+            shared,
             repo,
             default: RwLock::new(default.clone()),
             follows,
@@ -272,41 +302,37 @@ impl IcechunkStore {
     }
 }
 
-/// `repo`, allowed to read the virtual chunks of its virtual chunk containers: all of
-/// them, or with `--virtual-prefix`, those that lie under one of the prefixes given (a
-/// local folder stands for its `file://` URL). Containers of other schemes than
-/// `file://`, `s3://` and `http(s)://` stay closed; a virtual chunk in a closed container
-/// fails its read alone.
-fn authorize_containers(label: &str, repo: Repository, cfg: &StoreConfig) -> Result<Repository> {
-    use icechunk::config::Credentials;
-    let given: Vec<String> = cfg
+/// Where the virtual chunks of `repo` may be read: under its virtual chunk containers,
+/// where `cfg.virtual_prefixes` do not narrow them, and under those prefixes. A prefix
+/// inside a container narrows it to the prefixes given inside it; one outside every
+/// container adds to them. A local prefix is a folder (relative to the current one).
+fn virtual_targets(label: &str, repo: &Repository, cfg: &StoreConfig) -> Result<Repo> {
+    let here = Prefix::Local(std::env::current_dir().unwrap_or_default());
+    let given: Vec<Prefix> = cfg
         .virtual_prefixes
         .iter()
-        .map(|p| match p.split_once("://") {
-            Some(_) => p.clone(),
-            None => format!("file://{}/", p.trim_end_matches('/')),
-        })
-        .collect();
-    let mut allowed = std::collections::HashMap::new();
+        .map(|p| prefix_of(p, &here))
+        .collect::<Result<_>>()?;
+    let mut allowed = Vec::new();
+    let mut containers = HashMap::new();
     for container in repo.config().virtual_chunk_containers() {
-        let prefix = container.url_prefix();
-        if !given.is_empty() && !given.iter().any(|g| prefix.starts_with(g.as_str())) {
-            continue;
+        let url = container.url_prefix();
+        if let Some(name) = container.name() {
+            containers.insert(name.to_string(), url.to_string());
         }
-        let scheme = prefix.split_once("://").map_or("", |(s, _)| s);
-        let credentials = match scheme {
-            "file" => Credentials::LocalFileSystemAccess,
-            "http" | "https" => Credentials::HttpAccess,
-            "s3" => Credentials::S3(s3_credentials(cfg)),
-            _ => continue,
-        };
-        allowed.insert(prefix.to_string(), Some(credentials));
+        match prefix_of(url, &here) {
+            Ok(prefix) if !given.iter().any(|g| prefix.covers(g)) => allowed.push(prefix),
+            Ok(_) => {}
+            // A container whose folder is not there: its chunks fail as missing.
+            Err(e) => log::warn!("{label}: virtual chunk container {url}: {e}"),
+        }
     }
-    if allowed.is_empty() {
-        return Ok(repo);
-    }
-    block_on(repo.reopen(None, Some(allowed)))?
-        .map_err(|e| failed(label, "virtual chunk containers", e))
+    allowed.extend(given);
+    Ok(Repo {
+        label: label.to_string(),
+        targets: Targets::new(allowed, cfg),
+        containers,
+    })
 }
 
 /// Unsigned requests with `--anonymous`, else credentials from the environment.
@@ -348,13 +374,14 @@ fn checkout(label: &str, repo: &Repository, version: VersionInfo) -> Result<Chec
         .map_err(|e| failed(label, &format!("{version:?}"), e))?;
     let snapshot = session.snapshot_id().to_string();
     let version = Version::Tag(format!("{SNAPSHOT_TAG}{snapshot}"));
-    let store = block_on(icechunk::Store::from_session(Arc::new(
-        tokio::sync::RwLock::new(session),
-    )))?;
+    let session = Arc::new(tokio::sync::RwLock::new(session));
+    let store = block_on(icechunk::Store::from_session(session.clone()))?;
     Ok(Checkout {
         store,
+        session,
         snapshot,
         version,
+        neighbours: Mutex::new(HashMap::new()),
     })
 }
 
@@ -362,34 +389,233 @@ fn not_found(e: &StoreError) -> bool {
     matches!(e.kind(), StoreErrorKind::NotFound(_))
 }
 
-/// `key`, or part of it, read at version `at` as `inner` (its key inside the version).
-fn read_at(
-    label: &str,
-    at: &Checkout,
-    key: &str,
-    inner: &str,
-    range: Option<ByteRange>,
-) -> Result<Option<Value>> {
-    let range = match range {
-        None => IcRange::ALL,
-        Some(ByteRange::Span { offset, len }) => {
-            IcRange::Bounded(offset..offset.saturating_add(len))
-        }
-        Some(ByteRange::Suffix(n)) => IcRange::Last(n),
+/// The array path (`/a/b`) and grid coordinates of chunk key `key` (`a/b/c/0/1`; `c`
+/// alone for a 0-d root array), or `None` when it is no chunk key.
+fn chunk_of(key: &str) -> Option<(String, Vec<u32>)> {
+    let (path, coords) = if key == "c" {
+        ("", "")
+    } else if let Some(coords) = key.strip_prefix("c/") {
+        ("", coords)
+    } else if let Some(path) = key.strip_suffix("/c") {
+        (path, "")
+    } else {
+        let at = key.rfind("/c/")?;
+        (&key[..at], &key[at + 3..])
     };
-    match block_on(at.store.get(inner, &range))? {
-        Ok(bytes) => Ok(Some(Value {
-            bytes: bytes.to_vec(),
+    let coords = if coords.is_empty() {
+        Vec::new()
+    } else {
+        coords
+            .split('/')
+            .map(|c| c.parse::<u32>().ok())
+            .collect::<Option<Vec<u32>>>()?
+    };
+    Some((format!("/{path}"), coords))
+}
+
+/// What chunk key `inner` of version `at` holds: inline bytes, a range of a chunk object,
+/// or a virtual chunk; `None` for no chunk (or a key that is not one).
+fn payload(at: &Checkout, inner: &str) -> Option<(String, Vec<u32>, ChunkPayload)> {
+    let (path, coords) = chunk_of(inner)?;
+    let node = icechunk::format::Path::new(&path).ok()?;
+    let indices = ChunkIndices(coords.clone());
+    let got = block_on(async {
+        let session = at.session.read().await;
+        session.get_chunk_ref(&node, &indices).await
+    })
+    .ok()?;
+    // Errors (no such node, a manifest that cannot be read) are the crate's own read's to
+    // report.
+    Some((path, coords, got.ok()??))
+}
+
+/// Whether a value of `version` may be what a virtual chunk recorded with `checksum` was
+/// made from: the same ETag, or modified no later than recorded. A version that tells
+/// neither (a local file's tells its time) passes.
+fn unmodified(version: &Version, checksum: &Checksum) -> bool {
+    let Version::Tag(tag) = version else {
+        return true;
+    };
+    match checksum {
+        Checksum::ETag(etag) => match tag.strip_prefix("etag:") {
+            Some(got) => got.trim_matches('"') == etag.0.trim_matches('"'),
+            None => true,
+        },
+        Checksum::LastModified(at) => {
+            let seconds = if let Some(rest) = tag.strip_prefix("mtime:") {
+                rest.split(['.', ':'])
+                    .next()
+                    .and_then(|s| s.parse::<i64>().ok())
+            } else if let Some(rest) = tag.strip_prefix("size:") {
+                rest.rsplit(':')
+                    .next()
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .map(|n| n.div_euclid(1_000_000_000))
+            } else {
+                None
+            };
+            seconds.is_none_or(|s| s <= i64::from(at.0))
+        }
+    }
+}
+
+impl Repo {
+    /// The target a virtual chunk's location names (a `vcc://NAME/` location lies in the
+    /// container named NAME).
+    fn target(&self, key: &str, location: &str) -> Result<Target> {
+        let location = match location.strip_prefix("vcc://") {
+            None => location.to_string(),
+            Some(rest) => {
+                let (name, path) = rest.split_once('/').unwrap_or((rest, ""));
+                let prefix = self.containers.get(name).ok_or_else(|| Error::Io {
+                    key: key.to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("virtual chunk {location}: no container named {name}"),
+                    ),
+                })?;
+                format!("{prefix}{path}")
+            }
+        };
+        Ok(resolve(&location, &Prefix::Local("/".into())))
+    }
+
+    /// The virtual chunk `chunk` of key `key` (chunk `coords` of array `path` at `at`),
+    /// or part of it, read from its target under the allowed prefixes.
+    fn read_virtual(
+        &self,
+        key: &str,
+        at: &Checkout,
+        (path, coords): (&str, &[u32]),
+        chunk: &VirtualChunkRef,
+        range: Option<ByteRange>,
+    ) -> Result<Value> {
+        let target = self.target(key, chunk.location.url())?;
+        let grouped = target.clone();
+        // A chunk with a checksum is read alone: its own read tells its version.
+        let near = || {
+            if chunk.checksum.is_some() {
+                return None;
+            }
+            let neighbours = self.neighbours(at, path)?;
+            Some(Near {
+                object: format!("{} (snapshot {} {path})", grouped.shown(), at.snapshot),
+                member: *neighbours.place.get(coords)?,
+                members: Box::new(move || {
+                    neighbours.ranges.get(&grouped).cloned().unwrap_or_default()
+                }),
+            })
+        };
+        let value =
+            self.targets
+                .read(key, &target, chunk.offset, Some(chunk.length), range, near)?;
+        if let Some(checksum) = &chunk.checksum {
+            if !unmodified(&value.version, checksum) {
+                return Err(Error::corrupt(
+                    key,
+                    format!(
+                        "virtual chunk target {} changed after the chunk was written ({checksum:?})",
+                        target.shown()
+                    ),
+                ));
+            }
+        }
+        Ok(Value {
+            bytes: value.bytes,
             version: at.version.clone(),
-        })),
-        // A version folder is a group even where the version holds nothing (the
-        // repository's first snapshot has not even a root group).
-        Err(e) if not_found(&e) && key != inner && inner == "zarr.json" => Ok(Some(Value {
-            bytes: EMPTY_GROUP.to_vec(),
-            version: at.version.clone(),
-        })),
-        Err(e) if not_found(&e) => Ok(None),
-        Err(e) => Err(failed(&format!("{label}/{key}"), "read", e)),
+        })
+    }
+
+    /// The virtual chunks of array `path` at `at`, by target, listed once per version.
+    fn neighbours(&self, at: &Checkout, path: &str) -> Option<Arc<Neighbours>> {
+        if let Some(hit) = at.neighbours.lock().get(path) {
+            return Some(hit.clone());
+        }
+        let node = icechunk::format::Path::new(path).ok()?;
+        let chunks: Vec<icechunk::format::manifest::ChunkInfo> = block_on(async {
+            let session = at.session.read().await;
+            let stream = session.array_chunk_iterator(&node).await;
+            stream.take(MAX_NEIGHBOURS + 1).try_collect().await
+        })
+        .ok()?
+        .ok()?;
+        if chunks.len() > MAX_NEIGHBOURS {
+            return None;
+        }
+        let mut n = Neighbours::default();
+        for info in chunks {
+            if let ChunkPayload::Virtual(v) = info.payload {
+                let Ok(target) = self.target(path, v.location.url()) else {
+                    continue;
+                };
+                let ranges = n.ranges.entry(target).or_default();
+                n.place.insert(info.coord.0, ranges.len());
+                ranges.push(Some((v.offset, v.length)));
+            }
+        }
+        let n = Arc::new(n);
+        at.neighbours.lock().insert(path.to_string(), n.clone());
+        Some(n)
+    }
+
+    /// What names the bytes of chunk key `inner` at `at` wherever they are stored: its
+    /// chunk object and range, or its target, range and checksum (a virtual chunk without
+    /// a checksum has none: its file may change under it); `None` for inline chunks.
+    fn identity(&self, at: &Checkout, inner: &str) -> Option<String> {
+        match payload(at, inner)?.2 {
+            ChunkPayload::Ref(r) => Some(format!(
+                "icechunk {} chunk {} {}+{}",
+                self.label, r.id, r.offset, r.length
+            )),
+            ChunkPayload::Virtual(v) => {
+                let checksum = v.checksum.as_ref()?;
+                let target = self.target(inner, v.location.url()).ok()?;
+                Some(format!(
+                    "virtual {} {}+{} {checksum:?}",
+                    target.shown(),
+                    v.offset,
+                    v.length
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// `key`, or part of it, read at version `at` as `inner` (its key inside the version).
+    fn read_at(
+        &self,
+        at: &Checkout,
+        key: &str,
+        inner: &str,
+        range: Option<ByteRange>,
+    ) -> Result<Option<Value>> {
+        if let Some((path, coords, ChunkPayload::Virtual(chunk))) = payload(at, inner) {
+            return self
+                .read_virtual(key, at, (&path, &coords), &chunk, range)
+                .map(Some);
+        }
+        let label = &self.label;
+        let range = match range {
+            None => IcRange::ALL,
+            Some(ByteRange::Span { offset, len }) => {
+                IcRange::Bounded(offset..offset.saturating_add(len))
+            }
+            Some(ByteRange::Suffix(n)) => IcRange::Last(n),
+        };
+        match block_on(at.store.get(inner, &range))? {
+            Ok(bytes) => Ok(Some(Value {
+                bytes: bytes.to_vec(),
+                version: at.version.clone(),
+            })),
+            // A version folder is a group even where the version holds nothing (the
+            // repository's first snapshot has not even a root group).
+            Err(e) if not_found(&e) && key != inner && inner == "zarr.json" => Ok(Some(Value {
+                bytes: EMPTY_GROUP.to_vec(),
+                version: at.version.clone(),
+            })),
+            Err(e) if not_found(&e) => Ok(None),
+            Err(e) => Err(failed(&format!("{label}/{key}"), "read", e)),
+        }
     }
 }
 
@@ -433,7 +659,7 @@ impl Store for IcechunkStore {
         let Some((at, inner)) = self.route(key)? else {
             return Ok(None);
         };
-        read_at(&self.label, &at, key, inner, range)
+        self.shared.read_at(&at, key, inner, range)
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
@@ -462,6 +688,11 @@ impl Store for IcechunkStore {
             return Ok(None);
         };
         head_at(&self.label, &at, key, inner)
+    }
+
+    fn identity(&self, key: &str) -> Option<String> {
+        let (at, inner) = self.route(key).ok()??;
+        self.shared.identity(&at, inner)
     }
 
     fn will_need(&self, _key: &str) {}
@@ -513,7 +744,7 @@ impl Store for IcechunkStore {
         let id = tag.strip_prefix(SNAPSHOT_TAG)?;
         match self.at_snapshot(id) {
             Ok(at) => Some(Arc::new(AtSnapshot {
-                label: self.label.clone(),
+                shared: self.shared.clone(),
                 at,
                 all: self.all,
                 caps: self.caps.clone(),
@@ -530,7 +761,7 @@ impl Store for IcechunkStore {
 /// branch it came from moving or not. Keys may name a version folder (`@tags/v1/...`):
 /// the snapshot is that folder's.
 struct AtSnapshot {
-    label: String,
+    shared: Arc<Repo>,
     at: Arc<Checkout>,
     all: bool,
     caps: Caps,
@@ -548,21 +779,63 @@ impl AtSnapshot {
 
 impl Store for AtSnapshot {
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
-        read_at(&self.label, &self.at, key, self.inner(key), range)
+        self.shared.read_at(&self.at, key, self.inner(key), range)
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
         let prefix = prefix.trim_end_matches('/');
-        list_at(&self.label, &self.at, prefix, self.inner(prefix))
+        list_at(&self.shared.label, &self.at, prefix, self.inner(prefix))
     }
 
     fn head(&self, key: &str) -> Result<Option<Head>> {
-        head_at(&self.label, &self.at, key, self.inner(key))
+        head_at(&self.shared.label, &self.at, key, self.inner(key))
+    }
+
+    fn identity(&self, key: &str) -> Option<String> {
+        self.shared.identity(&self.at, self.inner(key))
     }
 
     fn will_need(&self, _key: &str) {}
 
     fn caps(&self) -> Caps {
         self.caps.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icechunk::format::manifest::SecondsSinceEpoch;
+
+    #[test]
+    fn chunk_keys_name_an_array_and_its_grid_coordinates() {
+        let chunk = |k: &str| chunk_of(k);
+        assert_eq!(chunk("a/b/c/0/12"), Some(("/a/b".into(), vec![0, 12])));
+        assert_eq!(chunk("c/3"), Some(("/".into(), vec![3])));
+        assert_eq!(chunk("c"), Some(("/".into(), vec![])));
+        assert_eq!(chunk("x/c"), Some(("/x".into(), vec![])));
+        // An array named c, and a group named c.
+        assert_eq!(chunk("x/c/c/1"), Some(("/x/c".into(), vec![1])));
+        assert_eq!(chunk("c/zarr.json"), None);
+        assert_eq!(chunk("a/c/b/zarr.json"), None);
+        assert_eq!(chunk("a/zarr.json"), None);
+        assert_eq!(chunk("a/c/99999999999"), None);
+    }
+
+    #[test]
+    fn a_virtual_chunk_checksum_refuses_a_target_changed_since() {
+        let etag = Checksum::ETag(icechunk::storage::ETag("\"abc\"".into()));
+        let tag = |t: &str| Version::Tag(t.into());
+        assert!(unmodified(&tag("etag:\"abc\""), &etag));
+        assert!(!unmodified(&tag("etag:\"abd\""), &etag));
+        let at = Checksum::LastModified(SecondsSinceEpoch(1_000));
+        assert!(unmodified(&tag("mtime:999.500000000:size:10"), &at));
+        assert!(unmodified(&tag("mtime:1000.000000000:size:10"), &at));
+        assert!(!unmodified(&tag("mtime:1001.000000000:size:10"), &at));
+        assert!(unmodified(&tag("size:10:999000000000"), &at));
+        assert!(!unmodified(&tag("size:10:1001000000000"), &at));
+        // A version that tells no time passes.
+        assert!(unmodified(&tag("etag:x"), &at));
+        assert!(unmodified(&Version::Unknown, &at));
     }
 }

@@ -24,6 +24,7 @@ mod runtime;
 #[cfg(feature = "remote")]
 mod sources;
 mod spans;
+mod targets;
 mod zip;
 
 pub use blob::{Blob, FileBlob, StoreBlob};
@@ -179,7 +180,7 @@ impl Caps {
 }
 
 /// A read-only Zarr store. Keys use `/` separators and never start with `/`. Every method
-/// but the two version hooks (`refresh`, `at_version`) is required: a store built on
+/// but the three version hooks (`refresh`, `at_version`, `identity`) is required: a store built on
 /// another store says for each what it passes on.
 pub trait Store: Send + Sync {
     /// The whole value (`range` `None`) or part of it, with the version of the object it
@@ -206,6 +207,13 @@ pub trait Store: Send + Sync {
     /// store that moves from version to version (an Icechunk branch whose tip moves):
     /// what is read through it never mixes two versions. `None`: the store itself.
     fn at_version(&self, _version: &Version) -> Option<Arc<dyn Store>> {
+        None
+    }
+    /// What names the bytes at `key` wherever the same bytes are stored (an Icechunk
+    /// chunk's object and range), the same in every version that holds them: caches
+    /// shared by versions file what they make of the value under it. `None`: the store
+    /// cannot tell (values are known by key and version alone).
+    fn identity(&self, _key: &str) -> Option<String> {
         None
     }
 }

@@ -3,31 +3,26 @@
 //! Read from kerchunk's JSON (version 0, and version 1 with `templates` and `gen`),
 //! optionally gzip- or zstd-compressed. A reference is data from elsewhere: its targets
 //! are read only under the allowed prefixes (the reference set's own folder, and those
-//! given with `--virtual-prefix`), each through a store rooted at its prefix (a folder
-//! store, which refuses `..` and symlinks leading out, or a remote store on the shared
-//! source of its bucket or host); anything else fails that key alone.
+//! given with `--virtual-prefix`), through [`Targets`]; anything else fails that key
+//! alone.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use base64::Engine;
 use serde_json::{Map, Value as Json};
 
 use super::references_parquet::{ParquetRefs, Row};
-use super::{
-    ByteRange, Caps, FolderStore, Head, Listing, Spans, Store, StoreConfig, Value, Version,
-};
+use super::targets::{allow_list, base_of, resolve, Near, Prefix, Target, Targets, REQUEST_BYTES};
+use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version};
 use crate::error::{Error, Result};
 
 /// Keys a `gen` entry may make at most (all entries together).
 const MAX_GENERATED: u64 = 10_000_000;
 /// Bytes a reference file may hold, or expand to when compressed, at most.
 pub const MAX_REFERENCE_BYTES: u64 = 4 << 30;
-/// Bytes worth one request to a remote target.
-const REQUEST_BYTES: u64 = 8 << 20;
 /// Template steps one rendering may take (minijinja's fuel).
 const TEMPLATE_FUEL: u64 = 100_000;
 
@@ -47,26 +42,6 @@ enum Ref {
     Invalid(String),
 }
 
-/// Where references may point: a prefix (a local folder, or a URL ending in `/`) and the
-/// store that reads under it, made at first use.
-struct Allowed {
-    prefix: Prefix,
-    store: OnceLock<std::result::Result<Arc<dyn Store>, String>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Prefix {
-    Local(PathBuf),
-    Url(String),
-}
-
-/// A target of the reference set: a local path or a URL, lexically normalized.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Target {
-    Local(PathBuf),
-    Url(String),
-}
-
 /// Where the references are: all in memory (JSON), or in Parquet files read lazily.
 enum Refs {
     Json(BTreeMap<String, Ref>),
@@ -77,20 +52,11 @@ pub struct ReferenceStore {
     /// The reference file, for messages.
     label: String,
     refs: Refs,
-    allowed: Vec<Allowed>,
+    targets: Targets,
     version: Version,
     cfg: StoreConfig,
-    /// Runs of neighbouring chunks of one remote target, fetched in one request.
-    spans: Spans,
     /// Where each chunk lies among its target's chunks, made at the first coalesced read.
     neighbours: OnceLock<Neighbours>,
-}
-
-/// Bytes of fetched runs a reference set keeps: enough for every request in flight.
-fn run_budget(cfg: &StoreConfig) -> u64 {
-    (cfg.max_requests as u64)
-        .saturating_mul(REQUEST_BYTES)
-        .max(super::spans::BUDGET)
 }
 
 /// The byte ranges the references point to in each target (in key order), and the place
@@ -185,10 +151,9 @@ impl ReferenceStore {
         let mut store = ReferenceStore {
             label: label.clone(),
             refs: Refs::Json(BTreeMap::new()),
-            allowed,
+            targets: Targets::new(allowed, cfg),
             version,
             cfg: cfg.clone(),
-            spans: Spans::read_once(run_budget(cfg)),
             neighbours: OnceLock::new(),
         };
         let mut target_ids: BTreeMap<Target, Arc<Target>> = BTreeMap::new();
@@ -412,45 +377,6 @@ impl ReferenceStore {
         }
         Ok(())
     }
-
-    /// The store that reads `target`, and its key there; an error naming the target when
-    /// it lies under no allowed prefix.
-    fn target_store(&self, key: &str, target: &Target) -> Result<(Arc<dyn Store>, String)> {
-        for a in &self.allowed {
-            let Some(rel) = a.prefix.contains(target) else {
-                continue;
-            };
-            let store = a
-                .store
-                .get_or_init(|| a.prefix.open(&self.cfg).map_err(|e| e.to_string()))
-                .clone()
-                .map_err(|e| Error::Io {
-                    key: key.to_string(),
-                    source: std::io::Error::other(e),
-                })?;
-            return Ok((store, rel));
-        }
-        Err(Error::Io {
-            key: key.to_string(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "reference target {} lies outside the allowed prefixes ({}; add one with --virtual-prefix)",
-                    target.shown(),
-                    self.allowed.iter().map(|a| a.prefix.shown()).collect::<Vec<_>>().join(", ")
-                ),
-            ),
-        })
-    }
-}
-
-/// Where a set whose folder is `base` may read: there, and under `cfg.virtual_prefixes`.
-fn allow_list(base: &Prefix, cfg: &StoreConfig) -> Result<Vec<Allowed>> {
-    let mut allowed = vec![Allowed::new(base.clone())];
-    for p in &cfg.virtual_prefixes {
-        allowed.push(Allowed::new(prefix_of(p, base)?));
-    }
-    Ok(allowed)
 }
 
 /// The values of one `gen` dimension: `{"start", "stop", "step"}` or a list of integers.
@@ -518,152 +444,6 @@ impl Renderer {
     }
 }
 
-/// The folder a reference file at `location` lies in: its allowed prefix by default.
-fn base_of(location: &str) -> Prefix {
-    if let Some(url) = url_of(location) {
-        let cut = url.rfind('/').map_or(url.len(), |i| i + 1);
-        return Prefix::Url(url[..cut].to_string());
-    }
-    let path = Path::new(location.strip_prefix("file://").unwrap_or(location));
-    let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    Prefix::Local(real.parent().map(Path::to_path_buf).unwrap_or_default())
-}
-
-/// `text` when it is a URL of a remote scheme (not `file://`).
-fn url_of(text: &str) -> Option<String> {
-    let (scheme, rest) = text.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    (scheme != "file"
-        && !scheme.is_empty()
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '+'))
-    .then(|| format!("{scheme}://{}", normalize_url_path(rest)))
-}
-
-/// A URL's `host/path` with `.` and `..` segments resolved (never above the host).
-fn normalize_url_path(rest: &str) -> String {
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "." => {}
-            ".." => {
-                parts.pop();
-            }
-            s => parts.push(s),
-        }
-    }
-    format!("{host}/{}", parts.join("/"))
-}
-
-/// A local path with `.` and `..` resolved lexically (symlinks are the folder store's).
-fn normalize_path(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// A target as written in the reference set, resolved against `base`.
-fn resolve(url: &str, base: &Prefix) -> Target {
-    if let Some(u) = url_of(url) {
-        return Target::Url(u);
-    }
-    let path = Path::new(url.strip_prefix("file://").unwrap_or(url));
-    match base {
-        _ if path.is_absolute() => Target::Local(normalize_path(path)),
-        Prefix::Local(dir) => Target::Local(normalize_path(&dir.join(path))),
-        Prefix::Url(u) => Target::Url(format!("{u}{}", url.trim_start_matches('/'))).normalized(),
-    }
-}
-
-/// A `--virtual-prefix` value as a prefix: a URL, or a local folder (relative to the
-/// reference set's folder when relative).
-fn prefix_of(text: &str, base: &Prefix) -> Result<Prefix> {
-    if let Some(u) = url_of(text) {
-        let u = if u.ends_with('/') { u } else { format!("{u}/") };
-        return Ok(Prefix::Url(u));
-    }
-    let path = Path::new(text.strip_prefix("file://").unwrap_or(text));
-    let path = match base {
-        Prefix::Local(dir) if path.is_relative() => dir.join(path),
-        _ => path.to_path_buf(),
-    };
-    let real = path
-        .canonicalize()
-        .map_err(|e| Error::Invalid(format!("--virtual-prefix {text}: {e}")))?;
-    Ok(Prefix::Local(real))
-}
-
-impl Target {
-    fn normalized(self) -> Target {
-        match self {
-            Target::Url(u) => match url_of(&u) {
-                Some(n) => Target::Url(n),
-                None => Target::Url(u),
-            },
-            t => t,
-        }
-    }
-
-    fn shown(&self) -> String {
-        match self {
-            Target::Local(p) => p.display().to_string(),
-            Target::Url(u) => u.clone(),
-        }
-    }
-}
-
-impl Allowed {
-    fn new(prefix: Prefix) -> Allowed {
-        Allowed {
-            prefix,
-            store: OnceLock::new(),
-        }
-    }
-}
-
-impl Prefix {
-    /// The key of `target` under this prefix, when it lies there.
-    fn contains(&self, target: &Target) -> Option<String> {
-        match (self, target) {
-            (Prefix::Local(dir), Target::Local(path)) if dir.is_absolute() => {
-                let rel = path.strip_prefix(dir).ok()?;
-                let key = rel.to_str()?.to_string();
-                (!key.is_empty()).then_some(key)
-            }
-            (Prefix::Url(prefix), Target::Url(url)) => {
-                let rel = url.strip_prefix(prefix.as_str())?;
-                (!rel.is_empty()).then(|| rel.to_string())
-            }
-            _ => None,
-        }
-    }
-
-    /// The store reading under this prefix.
-    fn open(&self, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
-        match self {
-            Prefix::Local(dir) => Ok(Arc::new(FolderStore::open(dir)?)),
-            Prefix::Url(url) => super::open::open_remote_prefix(url, cfg),
-        }
-    }
-
-    fn shown(&self) -> String {
-        match self {
-            Prefix::Local(p) => format!("{}/", p.display()),
-            Prefix::Url(u) => u.clone(),
-        }
-    }
-}
-
 /// The error of reading key `key` whose reference is unusable.
 fn invalid(key: &str, reason: &str) -> Error {
     Error::Io {
@@ -689,62 +469,40 @@ impl ReferenceStore {
         Ok(Some(ReferenceStore {
             label,
             refs: Refs::Parquet(refs),
-            allowed,
+            targets: Targets::new(allowed, cfg),
             version,
             cfg: cfg.clone(),
-            spans: Spans::read_once(run_budget(cfg)),
             neighbours: OnceLock::new(),
         }))
     }
 
-    /// The `len` bytes `key` refers to in target `t` (read as `tkey` of `store`), from
-    /// the run of neighbouring chunks of that target around it, fetched in one request
-    /// when the target is remote; `None` when it is to be read alone.
-    fn coalesced(
-        &self,
-        key: &str,
-        t: &Target,
-        store: &Arc<dyn Store>,
-        tkey: &str,
-        len: u64,
-    ) -> Option<Vec<u8>> {
-        let request = store.caps().request_bytes;
-        if request == 0 {
-            return None;
-        }
-        // A run that cannot be had (a neighbour's range past the target's end, the
-        // target unreachable) leaves each chunk to its own read and its own error.
-        let fetch = |offset, n| {
-            store
-                .read(tkey, Some(ByteRange::Span { offset, len: n }))?
-                .filter(|v| v.bytes.len() as u64 == n)
-                .ok_or_else(|| Error::corrupt(key, "short run"))
-        };
-        let got = match &self.refs {
+    /// Where `key`'s chunk lies among the chunks of target `t` read together with it:
+    /// all of the target's chunks in a JSON set, those in the same references file in a
+    /// Parquet set (the files are read lazily, one at a time).
+    fn near(&self, key: &str, t: &Target) -> Option<Near<'_>> {
+        match &self.refs {
             Refs::Json(_) => {
                 let neighbours = self.neighbours.get_or_init(|| Neighbours::of(&self.refs));
-                let (Some(&place), Some(ranges)) =
+                let (Some(&member), Some(ranges)) =
                     (neighbours.place.get(key), neighbours.ranges.get(t))
                 else {
                     return None;
                 };
-                let members = || ranges.clone();
-                let object = t.shown();
-                self.spans
-                    .read(&object, &Version::Unknown, members, place, request, fetch)
+                Some(Near {
+                    object: t.shown(),
+                    members: Box::new(|| ranges.clone()),
+                    member,
+                })
             }
-            // A Parquet set's chunks are grouped with their neighbours in the same
-            // references file (the files are read lazily, one at a time).
             Refs::Parquet(parquet) => {
                 let place = parquet.place(key).ok().flatten()?;
-                let object = format!("{} ({})", t.shown(), place.name);
-                let members = || place.ranges();
-                let member = place.member();
-                self.spans
-                    .read(&object, &Version::Unknown, members, member, request, fetch)
+                Some(Near {
+                    object: format!("{} ({})", t.shown(), place.name),
+                    member: place.member(),
+                    members: Box::new(move || place.ranges()),
+                })
             }
-        };
-        got.ok().flatten().filter(|b| b.len() as u64 == len)
+        }
     }
 
     /// The reference of `key`: borrowed from a JSON set, made from a Parquet set's row.
@@ -756,7 +514,7 @@ impl ReferenceStore {
         if let Some(doc) = parquet.documents.get(key) {
             return Ok(Some(Cow::Owned(Ref::Inline(doc.clone()))));
         }
-        let Some(base) = self.allowed.first().map(|a| &a.prefix) else {
+        let Some(base) = self.targets.base() else {
             return Ok(None);
         };
         Ok(Some(Cow::Owned(match parquet.row(key)? {
@@ -797,60 +555,10 @@ impl Store for ReferenceStore {
                 target,
                 offset,
                 len,
-            } => {
-                let t = target.as_ref();
-                let (store, tkey) = self.target_store(key, t)?;
-                if let (None, Some(len)) = (range, len) {
-                    if let Some(bytes) = self.coalesced(key, t, &store, &tkey, *len) {
-                        return Ok(Some(Value {
-                            bytes,
-                            version: Version::Unknown,
-                        }));
-                    }
-                }
-                let asked = match (len, range) {
-                    (None, r) => r,
-                    (Some(len), None) => Some(ByteRange::Span {
-                        offset: *offset,
-                        len: *len,
-                    }),
-                    (Some(len), Some(r)) => {
-                        let (o, l) = r.clip(*len);
-                        Some(ByteRange::Span {
-                            offset: offset + o,
-                            len: l,
-                        })
-                    }
-                };
-                let value = store
-                    .read(&tkey, asked)
-                    .map_err(|e| Error::Io {
-                        key: key.to_string(),
-                        source: std::io::Error::other(format!(
-                            "reference target {}: {e}",
-                            t.shown()
-                        )),
-                    })?
-                    .ok_or_else(|| Error::Io {
-                        key: key.to_string(),
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::NotFound,
-                            format!("reference target {} is missing", t.shown()),
-                        ),
-                    })?;
-                if let Some(ByteRange::Span { len: want, .. }) = asked {
-                    if value.bytes.len() as u64 != want {
-                        return Err(Error::corrupt(
-                            key,
-                            format!(
-                                "reference range {offset}+{want} lies past the end of {}",
-                                t.shown()
-                            ),
-                        ));
-                    }
-                }
-                Ok(Some(value))
-            }
+            } => self
+                .targets
+                .read(key, target, *offset, *len, range, || self.near(key, target))
+                .map(Some),
         }
     }
 
@@ -900,7 +608,7 @@ impl Store for ReferenceStore {
             Ref::Range {
                 target, len: None, ..
             } => {
-                let (store, tkey) = self.target_store(key, target)?;
+                let (store, tkey) = self.targets.store_of(key, target)?;
                 store.head(&tkey)
             }
         }
@@ -913,11 +621,7 @@ impl Store for ReferenceStore {
     fn caps(&self) -> Caps {
         // Tuned for remote targets when any may be remote (many requests in flight),
         // else like a local folder.
-        if self
-            .allowed
-            .iter()
-            .any(|a| matches!(a.prefix, Prefix::Url(_)))
-        {
+        if self.targets.any_remote() {
             Caps {
                 concurrency: self.cfg.max_requests,
                 request_bytes: REQUEST_BYTES,
@@ -933,6 +637,7 @@ impl Store for ReferenceStore {
 mod tests {
     use super::*;
     use crate::store::StoreExt;
+    use std::path::PathBuf;
 
     fn refs(store: &ReferenceStore) -> &BTreeMap<String, Ref> {
         match &store.refs {
@@ -1025,29 +730,5 @@ mod tests {
         );
         let far = parse(serde_json::json!({"a": ["/nowhere/x", i64::MAX as u64, 2]}));
         assert!(matches!(refs(&far).get("a"), Some(Ref::Invalid(_))));
-    }
-
-    #[test]
-    fn targets_resolve_lexically_and_must_lie_under_an_allowed_prefix() {
-        let base = Prefix::Local(PathBuf::from("/data/refs"));
-        assert_eq!(
-            resolve("nc/../../other.nc", &base),
-            Target::Local(PathBuf::from("/data/other.nc"))
-        );
-        assert_eq!(base.contains(&resolve("nc/../../other.nc", &base)), None);
-        assert_eq!(
-            base.contains(&resolve("file:///data/refs/nc/a.nc", &base)),
-            Some("nc/a.nc".to_string())
-        );
-        let s3 = Prefix::Url("s3://bucket/nc/".into());
-        assert_eq!(
-            s3.contains(&resolve("s3://bucket/nc/x/../a.nc", &base)),
-            Some("a.nc".to_string())
-        );
-        assert_eq!(
-            s3.contains(&resolve("s3://bucket/nc/../secret", &base)),
-            None
-        );
-        assert_eq!(s3.contains(&resolve("s3://bucket/ncx/a.nc", &base)), None);
     }
 }
