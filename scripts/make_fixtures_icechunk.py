@@ -27,7 +27,11 @@ OUTDIR/icechunk is deleted and rewritten:
     icechunk/virtual/     a repository written by VirtualiZarr (HDFParser) from the two
                           files concatenated along time: `t` and `h` as virtual chunks
                           into the files (a virtual chunk container for
-                          file://<virtual-data>/), the coordinates loaded (native)
+                          file://<virtual-data>/), the coordinates loaded (native); each
+                          chunk records the time it was written (last_updated_at)
+    icechunk/virtual-s3/  the same references with the files named s3://ice/virtual-data/
+                          (bucket `ice` being the folder icechunk/ on a test server), with
+                          a virtual chunk container for that prefix and no checksums
     icechunk/virtual-hostile/  a repository whose virtual chunks (raw f4, 4 KiB chunks, one
                           virtual chunk container for file://<virtual-hostile-data>/data/)
                           point: chunk 0 into the container, chunk 1 at a symlink in it
@@ -51,6 +55,7 @@ netCDF4-python's read of the source files (auto mask and scale off), concatenate
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -197,8 +202,21 @@ def write_virtual(top: str) -> dict:
     repo = icechunk.Repository.create(icechunk.local_filesystem_storage(os.path.join(top, "virtual")), config,
                                       authorize_virtual_chunk_access={prefix: None})
     session = repo.writable_session("main")
-    combined.vz.to_icechunk(session.store)
+    # Each chunk records when its file was last known unchanged (read back as a check).
+    combined.vz.to_icechunk(session.store, last_updated_at=datetime.datetime.now(datetime.timezone.utc))
     snap = session.commit("virtual chunks")
+    # The same references into the same files served from bucket `ice` (the fixture
+    # folder `icechunk/`), with no checksum.
+    in_bucket = combined.vz.rename_paths(lambda p: p.replace("file://" + os.path.abspath(data),
+                                                              "s3://ice/virtual-data"))
+    s3_prefix = "s3://ice/virtual-data/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(
+        s3_prefix, icechunk.s3_store(region="us-east-1", allow_http=True, s3_compatible=True, force_path_style=True)))
+    s3_repo = icechunk.Repository.create(icechunk.local_filesystem_storage(os.path.join(top, "virtual-s3")), config)
+    s3_session = s3_repo.writable_session("main")
+    in_bucket.vz.to_icechunk(s3_session.store)
+    s3_session.commit("virtual chunks in a bucket")
     # Expected: the source files, read by netCDF4-python.
     arrays = []
     with netCDF4.Dataset(paths[0]) as a, netCDF4.Dataset(paths[1]) as b:
@@ -210,6 +228,7 @@ def write_virtual(top: str) -> dict:
             arrays.append(array_entry("virtual", name, np.asarray(values), chunks=chunks,
                                       zarr_dtype=str(np.asarray(values).dtype), fill_value=None, note=""))
     return {"name": "virtual", "path": "icechunk/virtual", "virtual_prefix": prefix,
+            "in_bucket": {"bucket": "ice", "path": "virtual-s3", "virtual_prefix": s3_prefix},
             "versions": [{"kind": "branch", "name": "main", "snapshot": snap, "arrays": arrays, "groups": [""]}]}
 
 

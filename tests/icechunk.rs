@@ -192,6 +192,60 @@ fn a_repository_on_s3_reads_at_every_version() {
     assert_no_failures(&failures);
 }
 
+#[test]
+fn virtual_chunks_in_a_bucket_read_through_the_mount_and_cat() {
+    let (dir, m) = fixtures();
+    let repo = &m["virtual"];
+    let bucket = &repo["in_bucket"];
+    let buckets = TempDir::new("icechunk-virtual-buckets");
+    std::os::unix::fs::symlink(
+        dir.join("icechunk"),
+        buckets
+            .path()
+            .join(bucket["bucket"].as_str().expect("bucket")),
+    )
+    .expect("symlink bucket");
+    let s3 = s3s_fs(buckets.path(), None);
+    let options = format!("endpoint={},allow_http=true,region=us-east-1", s3.url());
+    // The repository itself is local; its chunks are in the bucket.
+    let path = dir
+        .join("icechunk")
+        .join(bucket["path"].as_str().expect("path"));
+    let args = ["--anonymous", "-o", &options];
+    let main = &versions(repo)[0];
+    let mut failures = Vec::new();
+    for (order, label) in ORDERS {
+        let mut with_order = args.to_vec();
+        with_order.extend(["--order", order]);
+        let mount = Mount::new(&path, &with_order);
+        for a in main["arrays"].as_array().expect("arrays") {
+            let array = a["path"].as_str().expect("path");
+            let by_cat = try_cat(&path, array, &with_order);
+            let by_mount = std::fs::read(mount.path(array)).map_err(|e| e.to_string());
+            for (how, got) in [("cat", by_cat), ("mount", by_mount)] {
+                match got {
+                    Ok(bytes) if sha256(&bytes) == a["sha256"][label] => {}
+                    Ok(_) => failures.push(format!("{how} {array} {order}: bytes differ")),
+                    Err(e) => failures.push(format!("{how} {array} {order}: {e}")),
+                }
+            }
+        }
+    }
+    // Narrowed to another prefix of the bucket, the chunks are refused, and say so.
+    let narrowed = [
+        "--anonymous",
+        "-o",
+        &options,
+        "--virtual-prefix",
+        "s3://ice/virtual-data/none/",
+    ];
+    match try_cat(&path, "t", &narrowed) {
+        Err(e) if e.contains("outside the allowed prefixes") => {}
+        other => failures.push(format!("narrowed: {:?}", other.map(|b| b.len()))),
+    }
+    assert_no_failures(&failures);
+}
+
 /// A copy of the fixture repository in `tmp`.
 fn copy_repo(dir: &Path, tmp: &Path) -> PathBuf {
     let to = tmp.join("repo");
