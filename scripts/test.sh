@@ -27,6 +27,8 @@ command -v tiffinfo >/dev/null || missing+=(libtiff-tools)
 # The HTTP test server: nginx with WebDAV PROPFIND (tests/remote.rs).
 [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 [ -e /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || missing+=(libnginx-mod-http-dav-ext)
+# The Azure test server, Azurite, comes from npm (Node.js).
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}"
     if [ "$(id -u)" -ne 0 ]; then
@@ -73,6 +75,13 @@ target/venv-zarr3/bin/python scripts/make_zips.py target/fixtures target/fixture
 if ! [ -x target/tools/bin/s3s-fs ]; then
     echo "test.sh: installing s3s-fs 0.14.1 into target/tools"
     cargo install --quiet --root target/tools s3s-fs --version 0.14.1 --features binary --locked
+fi
+
+# The Azure test server: Azurite (the Azure Storage emulator) from npm, kept under
+# target/tools/azurite.
+if ! [ -x target/tools/azurite/node_modules/.bin/azurite-blob ]; then
+    echo "test.sh: installing azurite 3.37.0 into target/tools/azurite"
+    npm install --prefix target/tools/azurite --no-audit --no-fund --silent azurite@3.37.0
 fi
 
 # The pip wheel that tests/wheel.rs installs (maturin in target/venv-wheel).

@@ -15,7 +15,7 @@ use common::fixtures::{
     arrays_of, check_arrays, check_groups, is_unsupported, store_folder, stores,
 };
 use common::mount::{ForegroundMount, Mount};
-use common::servers::{nginx, s3s_fs, Proxy, Server};
+use common::servers::{azurite, azurite_put, nginx, s3s_fs, Proxy, Server};
 use common::{assert_no_failures, sha256, zarrfs, Manifest, TempDir};
 
 const ACCESS_KEY: &str = "zarrfsTESTACCESSKEY";
@@ -132,6 +132,35 @@ fn s3_anonymous_reads_a_public_bucket_and_signed_requests_need_keys() {
     assert!(!out.status.success(), "a wrong secret was accepted");
     assert!(stderr.contains("fixtures/v3"), "{stderr}");
     assert!(!stderr.contains("wrong-secret-value-123"), "{stderr}");
+}
+
+#[test]
+fn azure_blob_storage_reads_the_zarr_python_stores_in_c_and_f_order() {
+    let m = Manifest::load();
+    let server = azurite();
+    let picked = ["v3", "v3_consolidated", "v2", "v2_consolidated"];
+    for store in picked {
+        let folder = store_folder(&m, store);
+        azurite_put(&server, "fixtures", &m.store_dir(store), &folder);
+    }
+    // The emulator's address, where object_store looks for it; only this test's mounts
+    // ask for the emulator.
+    std::env::set_var("AZURITE_BLOB_STORAGE_URL", server.url());
+    let mut failures = Vec::new();
+    for store in picked {
+        let url = format!("az://fixtures/{}", store_folder(&m, store));
+        for (order, label) in [("C", "C_little"), ("F", "F_little")] {
+            let mount = Mount::new(
+                Path::new(&url),
+                &["--order", order, "-o", "use_emulator=true"],
+            );
+            failures.extend(check_arrays(&m, store, &mount, label, order));
+            if order == "C" {
+                failures.extend(check_groups(&m, store, &mount));
+            }
+        }
+    }
+    assert_no_failures(&failures);
 }
 
 #[test]

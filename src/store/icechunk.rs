@@ -114,8 +114,9 @@ impl IcechunkStore {
         Self::open(label, storage, cfg, Caps::local())
     }
 
-    /// The repository at `url` (`s3://BUCKET/PREFIX`, or an `http(s)://` folder), with
-    /// the store options of `cfg` (`endpoint`, `region`, `allow_http`, `--anonymous`).
+    /// The repository at `url` (`s3://BUCKET/PREFIX`, `az://CONTAINER/PREFIX`, or an
+    /// `http(s)://` folder), with the store options of `cfg` (`endpoint`, `region`,
+    /// `allow_http`, `account_name`, `use_emulator`, ..., and `--anonymous`).
     pub fn open_url(url: &url::Url, cfg: &StoreConfig) -> Result<IcechunkStore> {
         let label = url.to_string();
         let option = |names: &[&str]| {
@@ -150,11 +151,44 @@ impl IcechunkStore {
                     Vec::new(),
                 ))?
             }
+            "az" | "azure" | "abfs" | "abfss" => {
+                let container = url.host_str().unwrap_or_default().to_string();
+                let prefix = url.path().trim_matches('/').to_string();
+                let emulator = option(&["use_emulator", "azure_storage_use_emulator"])
+                    .is_some_and(|v| v == "true");
+                let account = option(&["account_name", "azure_storage_account_name"])
+                    .or_else(|| std::env::var("AZURE_STORAGE_ACCOUNT_NAME").ok())
+                    .or_else(|| emulator.then(|| "devstoreaccount1".to_string()))
+                    .ok_or_else(|| {
+                        Error::Invalid(format!(
+                            "{label}: name the storage account (-o account_name=NAME, or \
+                             AZURE_STORAGE_ACCOUNT_NAME in the environment)"
+                        ))
+                    })?;
+                // Every option is one of object_store's Azure keys (the crate would
+                // drop the others silently).
+                for (key, _) in &cfg.options {
+                    key.parse::<object_store::azure::AzureConfigKey>()
+                        .map_err(|e| Error::Invalid(format!("{label}: store option {key}: {e}")))?;
+                }
+                let credentials = if cfg.anonymous {
+                    icechunk::storage::AzureCredentials::Anonymous
+                } else {
+                    icechunk::storage::AzureCredentials::FromEnv
+                };
+                block_on(icechunk::storage::new_azure_blob_storage(
+                    account,
+                    container,
+                    (!prefix.is_empty()).then_some(prefix),
+                    Some(credentials),
+                    Some(cfg.options.iter().cloned().collect()),
+                ))?
+            }
             "http" | "https" => icechunk::storage::new_http_storage(url.as_str(), None, None),
             other => {
                 return Err(Error::Invalid(format!(
-                    "{label}: Icechunk repositories are read from local folders, s3:// and \
-                     http(s):// (not {other}:// yet)"
+                    "{label}: Icechunk repositories are read from local folders, s3://, az:// \
+                     and http(s):// (not {other}:// yet)"
                 )))
             }
         }

@@ -165,7 +165,10 @@ mod remote {
             let store = RemoteStore::connect(&url, cfg)?;
             // An Icechunk repository is known by its `repo` object.
             if repositories
-                && matches!(scheme, "s3" | "s3a" | "http" | "https")
+                && matches!(
+                    scheme,
+                    "s3" | "s3a" | "http" | "https" | "az" | "azure" | "abfs" | "abfss"
+                )
                 && store.head("repo").ok().flatten().is_some()
             {
                 return Ok(Arc::new(IcechunkStore::open_url(&url, cfg)?));

@@ -174,6 +174,34 @@ impl Source {
             let got = match self.client.get_opts(path, options).await {
                 Ok(got) => got,
                 Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                // Azure has no suffix ranges: the object's size (HEAD), then its last
+                // bytes of that very object (If-Match its ETag).
+                Err(object_store::Error::NotSupported { .. })
+                    if matches!(range, Some(GetRange::Suffix(_))) =>
+                {
+                    let Some(GetRange::Suffix(n)) = range else {
+                        return Err(failure(label, "suffix range".into()));
+                    };
+                    let head = GetOptions {
+                        head: true,
+                        ..Default::default()
+                    };
+                    let meta = match self.client.get_opts(path, head).await {
+                        Ok(got) => got.meta,
+                        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                        Err(e) => return Err(self.error(label, e)),
+                    };
+                    let options = GetOptions {
+                        range: Some(GetRange::Bounded(meta.size.saturating_sub(n)..meta.size)),
+                        if_match: meta.e_tag.clone(),
+                        ..Default::default()
+                    };
+                    match self.client.get_opts(path, options).await {
+                        Ok(got) => got,
+                        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                        Err(e) => return Err(self.error(label, e)),
+                    }
+                }
                 Err(e) => return Err(self.error(label, e)),
             };
             let len = got.range.end.saturating_sub(got.range.start);

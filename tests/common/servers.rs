@@ -108,6 +108,46 @@ fn spawn(mut command: Command, name: &str, port: u16, dir: TempDir) -> Server {
     }
 }
 
+/// Azurite's blob service (the Azure Storage emulator, its data in the server's folder), installed by
+/// scripts/test.sh. Its development account is `devstoreaccount1`: see [`azurite_put`].
+pub fn azurite() -> Server {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/tools/azurite/node_modules/.bin/azurite-blob");
+    assert!(
+        bin.is_file(),
+        "azurite is missing at {}: run scripts/test.sh (it installs it)",
+        bin.display()
+    );
+    let dir = TempDir::new("azurite");
+    let port = free_port();
+    let mut command = Command::new(bin);
+    command
+        .args(["--blobHost", "127.0.0.1", "--blobPort"])
+        .arg(port.to_string())
+        .args(["--skipApiVersionCheck", "--location"])
+        .arg(dir.path());
+    spawn(command, "azurite", port, dir)
+}
+
+/// Put folder `dir` into container `container` of `azurite` under `prefix`
+/// (scripts/azurite_upload.py).
+pub fn azurite_put(azurite: &Server, container: &str, dir: &Path, prefix: &str) {
+    let python = super::venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    let out = Command::new(python)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/azurite_upload.py"))
+        .arg(format!("{}/devstoreaccount1", azurite.url()))
+        .arg(container)
+        .arg(dir)
+        .arg(prefix)
+        .output()
+        .expect("run azurite_upload.py");
+    assert!(
+        out.status.success(),
+        "azurite_upload.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// s3s-fs serving `root` (bucket = first-level folder) with `keys`, or anonymously.
 pub fn s3s_fs(root: &Path, keys: Option<(&str, &str)>) -> Server {
     let dir = TempDir::new("s3s");
