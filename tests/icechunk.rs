@@ -193,7 +193,7 @@ fn a_repository_on_s3_reads_at_every_version() {
 }
 
 #[test]
-fn virtual_chunks_in_a_bucket_read_through_the_mount_and_cat() {
+fn virtual_chunks_in_a_bucket_read_through_the_mount_and_cat_from_a_local_or_s3_repository() {
     let (dir, m) = fixtures();
     let repo = &m["virtual"];
     let bucket = &repo["in_bucket"];
@@ -207,26 +207,29 @@ fn virtual_chunks_in_a_bucket_read_through_the_mount_and_cat() {
     .expect("symlink bucket");
     let s3 = s3s_fs(buckets.path(), None);
     let options = format!("endpoint={},allow_http=true,region=us-east-1", s3.url());
-    // The repository itself is local; its chunks are in the bucket.
-    let path = dir
-        .join("icechunk")
-        .join(bucket["path"].as_str().expect("path"));
+    // The repository local, then in the bucket too; its chunks are in the bucket.
+    let name = bucket["path"].as_str().expect("path");
+    let path = dir.join("icechunk").join(name);
+    let in_bucket = PathBuf::from(format!("s3://ice/{name}"));
     let args = ["--anonymous", "-o", &options];
     let main = &versions(repo)[0];
     let mut failures = Vec::new();
-    for (order, label) in ORDERS {
-        let mut with_order = args.to_vec();
-        with_order.extend(["--order", order]);
-        let mount = Mount::new(&path, &with_order);
-        for a in main["arrays"].as_array().expect("arrays") {
-            let array = a["path"].as_str().expect("path");
-            let by_cat = try_cat(&path, array, &with_order);
-            let by_mount = std::fs::read(mount.path(array)).map_err(|e| e.to_string());
-            for (how, got) in [("cat", by_cat), ("mount", by_mount)] {
-                match got {
-                    Ok(bytes) if sha256(&bytes) == a["sha256"][label] => {}
-                    Ok(_) => failures.push(format!("{how} {array} {order}: bytes differ")),
-                    Err(e) => failures.push(format!("{how} {array} {order}: {e}")),
+    for store in [&path, &in_bucket] {
+        for (order, label) in ORDERS {
+            let mut with_order = args.to_vec();
+            with_order.extend(["--order", order]);
+            let mount = Mount::new(store, &with_order);
+            for a in main["arrays"].as_array().expect("arrays") {
+                let array = a["path"].as_str().expect("path");
+                let by_cat = try_cat(store, array, &with_order);
+                let by_mount = std::fs::read(mount.path(array)).map_err(|e| e.to_string());
+                let at = format!("{} {array} {order}", store.display());
+                for (how, got) in [("cat", by_cat), ("mount", by_mount)] {
+                    match got {
+                        Ok(bytes) if sha256(&bytes) == a["sha256"][label] => {}
+                        Ok(_) => failures.push(format!("{how} {at}: bytes differ")),
+                        Err(e) => failures.push(format!("{how} {at}: {e}")),
+                    }
                 }
             }
         }

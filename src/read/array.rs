@@ -30,6 +30,9 @@ pub struct Array {
     decoding: String,
     /// Whether units were found named by their bytes.
     shares: AtomicBool,
+    /// The ids of units lately asked for (an array's store is at one version, so a
+    /// unit's id never changes; asking the store again costs a lookup per read).
+    unit_ids: Mutex<LruCache<Vec<u64>, u64>>,
     pub meta: Arc<ArrayMetadata>,
     store: Arc<dyn Store>,
     /// The codec chain; `None` when a decoded chunk would be larger than zarrfs decodes
@@ -83,6 +86,7 @@ impl Array {
             id: super::scope::array_id(&store, &meta),
             decoding: super::scope::decoding(&meta),
             shares: AtomicBool::new(false),
+            unit_ids: Mutex::new(LruCache::new(capacity)),
             meta,
             store,
             chain,
@@ -103,6 +107,16 @@ impl Array {
     /// The id of read unit `idx` in caches: by the bytes it is decoded from where the
     /// store names them (shared by the versions that hold them), else the array's.
     pub fn unit_id(&self, idx: &[u64]) -> u64 {
+        if let Some(&id) = self.unit_ids.lock().get(idx) {
+            return id;
+        }
+        let id = self.unit_id_of(idx);
+        self.unit_ids.lock().put(idx.to_vec(), id);
+        id
+    }
+
+    /// [`Array::unit_id`], asked of the store.
+    fn unit_id_of(&self, idx: &[u64]) -> u64 {
         let key = match self.chain.as_ref().and_then(CodecChain::sole_sharding) {
             None => self.meta.chunk_key(idx),
             Some(shard) => self.shard_key(&shard.inner_grid, idx),
