@@ -425,12 +425,16 @@ fn virtual_chunks_read_from_the_allowed_containers_only() {
         }
     }
     assert_no_failures(&failures);
-    // A --virtual-prefix outside the container adds to it: the container stays open.
+    // Prefixes given are the allowed ones: one the container does not lie under closes
+    // it. The virtual chunks fail, the loaded coordinates still read.
     let elsewhere = TempDir::new("icechunk-elsewhere");
-    let added = ["--virtual-prefix", elsewhere.path().to_str().expect("path")];
+    let narrowed = ["--virtual-prefix", elsewhere.path().to_str().expect("path")];
+    let err = try_cat(&path, "t", &narrowed).expect_err("a closed container");
+    assert!(err.contains("outside the allowed prefixes"), "{err}");
+    let time = array(main, "time");
+    let bytes = try_cat(&path, "time", &narrowed).expect("time is loaded, not virtual");
+    assert_eq!(sha256(&bytes), time["sha256"]["C_little"]);
     let t = &main["arrays"][0];
-    let bytes = try_cat(&path, "t", &added).expect("the container stays open");
-    assert_eq!(sha256(&bytes), t["sha256"]["C_little"]);
     // The container's own folder, given, keeps it open.
     let prefix = repo["virtual_prefix"].as_str().expect("prefix");
     let folder = prefix.trim_start_matches("file://");
@@ -459,7 +463,7 @@ fn hostile_chunks(
 }
 
 #[test]
-fn hostile_virtual_chunks_fail_alone_and_virtual_prefixes_narrow_or_add() {
+fn hostile_virtual_chunks_fail_alone_and_virtual_prefixes_narrow_or_open_others() {
     let (dir, m) = fixtures();
     let repo = &m["virtual_hostile"];
     let path = dir.join(repo["path"].as_str().expect("path"));
@@ -515,11 +519,14 @@ fn hostile_virtual_chunks_fail_alone_and_virtual_prefixes_narrow_or_add() {
         )),
     }
 
-    // A prefix outside the container adds to it: the chunk outside every container reads
-    // its bytes of outside/secret.bin; the symlink out of data/ is still refused.
+    // Prefixes outside the container open those places: with the container's folder and
+    // outside/ given, the chunk outside every container reads its bytes of
+    // outside/secret.bin; the symlink out of data/ is still refused.
     let outside = repo["outside"].as_str().expect("outside");
+    let data = repo["data"].as_str().expect("data");
     let secret = std::fs::read(Path::new(outside).join("secret.bin")).expect("secret.bin");
-    let (_mount, got) = hostile_chunks(&path, chunks, &["--virtual-prefix", outside]);
+    let both = ["--virtual-prefix", outside, "--virtual-prefix", data];
+    let (_mount, got) = hostile_chunks(&path, chunks, &both);
     let len = chunks[2]["len"].as_u64().expect("len") as usize;
     match &got[2] {
         Ok(bytes) if bytes[..] == secret[len..2 * len] => {}

@@ -30,6 +30,8 @@ pub struct Array {
     decoding: String,
     /// Whether units were found named by their bytes.
     shares: AtomicBool,
+    /// Whether the store may name units' bytes ([`Store::names_bytes`]).
+    names_bytes: bool,
     /// The ids of units lately asked for (an array's store is at one version, so a
     /// unit's id never changes; asking the store again costs a lookup per read).
     unit_ids: Mutex<LruCache<Vec<u64>, u64>>,
@@ -86,6 +88,7 @@ impl Array {
             id: super::scope::array_id(&store, &meta),
             decoding: super::scope::decoding(&meta),
             shares: AtomicBool::new(false),
+            names_bytes: store.names_bytes(),
             unit_ids: Mutex::new(LruCache::new(capacity)),
             meta,
             store,
@@ -107,12 +110,24 @@ impl Array {
     /// The id of read unit `idx` in caches: by the bytes it is decoded from where the
     /// store names them (shared by the versions that hold them), else the array's.
     pub fn unit_id(&self, idx: &[u64]) -> u64 {
+        if !self.names_bytes {
+            return self.id;
+        }
         if let Some(&id) = self.unit_ids.lock().get(idx) {
             return id;
         }
         let id = self.unit_id_of(idx);
         self.unit_ids.lock().put(idx.to_vec(), id);
         id
+    }
+
+    /// [`Array::unit_id`] when it is known without asking the store: always for a store
+    /// that does not name bytes, else once it was asked.
+    pub fn unit_id_now(&self, idx: &[u64]) -> Option<u64> {
+        if !self.names_bytes {
+            return Some(self.id);
+        }
+        self.unit_ids.lock().get(idx).copied()
     }
 
     /// [`Array::unit_id`], asked of the store.

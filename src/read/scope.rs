@@ -145,6 +145,9 @@ mod tests {
         fn identity(&self, key: &str) -> Option<String> {
             (key == "c/0").then(|| "chunk object 1".to_string())
         }
+        fn names_bytes(&self) -> bool {
+            true
+        }
     }
 
     #[test]

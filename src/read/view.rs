@@ -75,8 +75,18 @@ struct UnitLoader {
 
 impl UnitLoader {
     fn key(&self, idx: &[u64]) -> ChunkKey {
-        let tag = (self.layout.order == Order::F) as u8 | (self.layout.big_endian as u8) << 1;
-        (self.array.unit_id(idx), tag, idx.to_vec())
+        (self.array.unit_id(idx), self.tag(), idx.to_vec())
+    }
+
+    /// [`UnitLoader::key`] when it is known without asking the store (a thread that
+    /// answers at once does no store I/O); `None` when it is not.
+    fn key_now(&self, idx: &[u64]) -> Option<ChunkKey> {
+        Some((self.array.unit_id_now(idx)?, self.tag(), idx.to_vec()))
+    }
+
+    /// How the view lays out a unit's bytes: its order and byte order.
+    fn tag(&self) -> u8 {
+        (self.layout.order == Order::F) as u8 | (self.layout.big_endian as u8) << 1
     }
 
     /// Whether a decoded unit is what the view copies from: the bytes of a whole unit, or
@@ -246,12 +256,20 @@ impl View {
     }
 
     /// Queue background decodes of `units` that are neither cached, loading nor queued;
-    /// false when the queue was full.
-    fn prefetch(&self, prefetcher: &Prefetcher, units: Vec<Vec<u64>>) -> bool {
+    /// false when the queue was full. `inline`: on a thread that answers at once, units
+    /// whose cache key the store would have to be asked for are left to later reads.
+    fn prefetch(&self, prefetcher: &Prefetcher, units: Vec<Vec<u64>>, inline: bool) -> bool {
         let mut queued = Vec::new();
         let mut all = true;
         for unit in units {
-            let key = self.loader.key(&unit);
+            let key = if inline {
+                match self.loader.key_now(&unit) {
+                    Some(key) => key,
+                    None => continue,
+                }
+            } else {
+                self.loader.key(&unit)
+            };
             if !self.cache.claim_prefetch(&key) {
                 continue;
             }
@@ -278,7 +296,8 @@ impl View {
     /// Before a read of `[offset, offset + len)`: start decoding what it needs (beyond the
     /// first unit, which the reader decodes itself) and, while reads stay sequential (in
     /// any order within the window, as kernel readahead sends them), what comes next.
-    fn plan(&self, cursor: &Cursor, offset: u64, len: u64) {
+    /// `inline`: planned by a thread that answers at once (see [`View::prefetch`]).
+    fn plan(&self, cursor: &Cursor, offset: u64, len: u64, inline: bool) {
         let Some(prefetcher) = &self.prefetcher else {
             return;
         };
@@ -290,7 +309,7 @@ impl View {
         );
         if needed.len() > 1 {
             needed.remove(0);
-            self.prefetch(prefetcher, needed);
+            self.prefetch(prefetcher, needed, inline);
         }
         let (from, to) = {
             let mut ra = cursor.0.lock();
@@ -321,7 +340,7 @@ impl View {
         };
         let units = self.units(from / item, to.div_ceil(item), MAX_PREFETCH_UNITS);
         let truncated = units.len() >= MAX_PREFETCH_UNITS;
-        if !self.prefetch(prefetcher, units) || truncated {
+        if !self.prefetch(prefetcher, units, inline) || truncated {
             // Not all of [from, to) is queued: the next read plans from `from` again.
             let mut ra = cursor.0.lock();
             if ra.planned == to {
@@ -368,13 +387,15 @@ impl View {
         // Hold every unit first: none can be evicted while the read copies.
         let mut held = Vec::with_capacity(units.len());
         for idx in &units {
-            let key = self.loader.key(idx);
+            let Some(key) = self.loader.key_now(idx) else {
+                return Ok(Now::Later);
+            };
             match self.cache.peek(&key) {
                 Some(chunk) => held.push((key, chunk)),
                 None => return Ok(Now::Later),
             }
         }
-        self.plan(cursor, offset, len);
+        self.plan(cursor, offset, len, true);
         let dst = &mut buf[..len as usize];
         self.fill_elements(first, last, dst, false, |key, _| {
             held.iter()
@@ -409,18 +430,25 @@ impl View {
             return Ok(None);
         };
         let loader = &self.loader;
-        let key = loader.key(&idx);
+        let key = if cached_only {
+            match loader.key_now(&idx) {
+                Some(key) => key,
+                None => return Ok(None),
+            }
+        } else {
+            loader.key(&idx)
+        };
         let chunk = if cached_only {
             // A fill unit is not handed out in place: the caller gathers it, and plans.
             match self.cache.peek(&key) {
                 Some(chunk) if !matches!(chunk.as_ref(), ChunkData::Fill(_)) => {
-                    self.plan(cursor, offset, len);
+                    self.plan(cursor, offset, len, true);
                     chunk
                 }
                 _ => return Ok(None),
             }
         } else {
-            self.plan(cursor, offset, len);
+            self.plan(cursor, offset, len, false);
             self.cache.get_or_load(&key, || loader.load(&idx))?
         };
         if matches!(chunk.as_ref(), ChunkData::Fill(_)) {
@@ -446,7 +474,7 @@ impl View {
             return Ok(0);
         }
         let len = (buf.len() as u64).min(size - offset) as usize;
-        self.plan(cursor, offset, len as u64);
+        self.plan(cursor, offset, len as u64, false);
         let item = self.loader.item as u64;
         let (first, last) = (offset / item, (offset + len as u64).div_ceil(item));
         if offset == first * item && offset + len as u64 == last * item {

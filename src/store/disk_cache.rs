@@ -244,6 +244,10 @@ impl Store for DiskCache {
     fn identity(&self, key: &str) -> Option<String> {
         self.inner.identity(key)
     }
+
+    fn names_bytes(&self) -> bool {
+        self.inner.names_bytes()
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -58,8 +58,12 @@ struct Checkout {
     session: Arc<tokio::sync::RwLock<Session>>,
     snapshot: String,
     version: Version,
-    neighbours: Mutex<HashMap<String, Arc<Neighbours>>>,
+    neighbours: Mutex<HashMap<String, Arc<Listed>>>,
 }
+
+/// The virtual chunks of one array, listed once (`None`: the listing failed or was too
+/// long).
+type Listed = OnceLock<Option<Arc<Neighbours>>>;
 
 /// The virtual chunks of one array: the ranges it reads in each target file, and the
 /// place of each chunk among its target's.
@@ -337,9 +341,9 @@ impl IcechunkStore {
 }
 
 /// Where the virtual chunks of `repo` may be read: under its virtual chunk containers,
-/// where `cfg.virtual_prefixes` do not narrow them, and under those prefixes. A prefix
-/// inside a container narrows it to the prefixes given inside it; one outside every
-/// container adds to them. A local prefix is a folder (relative to the current one).
+/// or, with `cfg.virtual_prefixes`, under exactly those (a prefix inside a container
+/// narrows it; one elsewhere opens that place; a container no prefix names is closed). A
+/// local prefix is a folder (relative to the current one).
 fn virtual_targets(label: &str, repo: &Repository, cfg: &StoreConfig) -> Result<Repo> {
     let here = Prefix::Local(std::env::current_dir().unwrap_or_default());
     let given: Vec<Prefix> = cfg
@@ -354,9 +358,11 @@ fn virtual_targets(label: &str, repo: &Repository, cfg: &StoreConfig) -> Result<
         if let Some(name) = container.name() {
             containers.insert(name.to_string(), url.to_string());
         }
+        if !given.is_empty() {
+            continue;
+        }
         match prefix_of(url, &here) {
-            Ok(prefix) if !given.iter().any(|g| prefix.covers(g)) => allowed.push(prefix),
-            Ok(_) => {}
+            Ok(prefix) => allowed.push(prefix),
             // A container whose folder is not there: its chunks fail as missing.
             Err(e) => log::warn!("{label}: virtual chunk container {url}: {e}"),
         }
@@ -424,22 +430,19 @@ fn not_found(e: &StoreError) -> bool {
 }
 
 /// The array path (`/a/b`) and grid coordinates of chunk key `key` (`a/b/c/0/1`; `c`
-/// alone for a 0-d root array), or `None` when it is no chunk key.
+/// alone for a 0-d root array), or `None` when it is no chunk key: read as the icechunk
+/// crate reads it (the last `c` splits the array's path from the coordinates).
 fn chunk_of(key: &str) -> Option<(String, Vec<u32>)> {
-    let (path, coords) = if key == "c" {
-        ("", "")
-    } else if let Some(coords) = key.strip_prefix("c/") {
-        ("", coords)
-    } else if let Some(path) = key.strip_suffix("/c") {
-        (path, "")
-    } else {
-        let at = key.rfind("/c/")?;
-        (&key[..at], &key[at + 3..])
-    };
+    if key == "c" {
+        return Some(("/".to_string(), Vec::new()));
+    }
+    let (path, coords) = key.rsplit_once('c')?;
+    let path = path.strip_suffix('/').unwrap_or(path);
     let coords = if coords.is_empty() {
         Vec::new()
     } else {
         coords
+            .strip_prefix('/')?
             .split('/')
             .map(|c| c.parse::<u32>().ok())
             .collect::<Option<Vec<u32>>>()?
@@ -464,15 +467,19 @@ fn payload(at: &Checkout, inner: &str) -> Option<(String, Vec<u32>, ChunkPayload
 }
 
 /// Whether a value of `version` may be what a virtual chunk recorded with `checksum` was
-/// made from: the same ETag, or modified no later than recorded. A version that tells
-/// neither (a local file's tells its time) passes.
+/// made from: the same ETag, or modified no later than recorded (a remote object's
+/// version names its ETag and time, a local file's its time). A version that tells
+/// neither passes.
 fn unmodified(version: &Version, checksum: &Checksum) -> bool {
     let Version::Tag(tag) = version else {
         return true;
     };
     match checksum {
         Checksum::ETag(etag) => match tag.strip_prefix("etag:") {
-            Some(got) => got.trim_matches('"') == etag.0.trim_matches('"'),
+            Some(got) => {
+                let got = got.rsplit_once(" modified:").map_or(got, |(e, _)| e);
+                got.trim_matches('"') == etag.0.trim_matches('"')
+            }
             None => true,
         },
         Checksum::LastModified(at) => {
@@ -480,6 +487,8 @@ fn unmodified(version: &Version, checksum: &Checksum) -> bool {
                 rest.split(['.', ':'])
                     .next()
                     .and_then(|s| s.parse::<i64>().ok())
+            } else if let Some((_, secs)) = tag.rsplit_once(" modified:") {
+                secs.parse::<i64>().ok()
             } else if let Some(rest) = tag.strip_prefix("size:") {
                 rest.rsplit(':')
                     .next()
@@ -524,6 +533,19 @@ impl Repo {
         chunk: &VirtualChunkRef,
         range: Option<ByteRange>,
     ) -> Result<Value> {
+        if chunk
+            .offset
+            .checked_add(chunk.length)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
+            return Err(Error::corrupt(
+                key,
+                format!(
+                    "virtual chunk range {}+{} past 2^63",
+                    chunk.offset, chunk.length
+                ),
+            ));
+        }
         let target = self.target(key, chunk.location.url())?;
         let grouped = target.clone();
         // A chunk with a checksum is read alone: its own read tells its version.
@@ -560,11 +582,21 @@ impl Repo {
         })
     }
 
-    /// The virtual chunks of array `path` at `at`, by target, listed once per version.
+    /// The virtual chunks of array `path` at `at`, by target, listed once per version
+    /// (by the first reader that needs them; `None` when the listing failed or the array
+    /// has more than [`MAX_NEIGHBOURS`] chunks, and each chunk is then read alone).
     fn neighbours(&self, at: &Checkout, path: &str) -> Option<Arc<Neighbours>> {
-        if let Some(hit) = at.neighbours.lock().get(path) {
-            return Some(hit.clone());
-        }
+        let once = at
+            .neighbours
+            .lock()
+            .entry(path.to_string())
+            .or_default()
+            .clone();
+        once.get_or_init(|| self.list_neighbours(at, path).map(Arc::new))
+            .clone()
+    }
+
+    fn list_neighbours(&self, at: &Checkout, path: &str) -> Option<Neighbours> {
         let node = icechunk::format::Path::new(path).ok()?;
         let chunks: Vec<icechunk::format::manifest::ChunkInfo> = block_on(async {
             let session = at.session.read().await;
@@ -578,17 +610,20 @@ impl Repo {
         }
         let mut n = Neighbours::default();
         for info in chunks {
-            if let ChunkPayload::Virtual(v) = info.payload {
-                let Ok(target) = self.target(path, v.location.url()) else {
-                    continue;
-                };
-                let ranges = n.ranges.entry(target).or_default();
-                n.place.insert(info.coord.0, ranges.len());
-                ranges.push(Some((v.offset, v.length)));
-            }
+            let ChunkPayload::Virtual(v) = info.payload else {
+                continue;
+            };
+            let fits = v
+                .offset
+                .checked_add(v.length)
+                .is_some_and(|end| end <= i64::MAX as u64);
+            let Ok(target) = self.target(path, v.location.url()) else {
+                continue;
+            };
+            let ranges = n.ranges.entry(target).or_default();
+            n.place.insert(info.coord.0, ranges.len());
+            ranges.push(fits.then_some((v.offset, v.length)));
         }
-        let n = Arc::new(n);
-        at.neighbours.lock().insert(path.to_string(), n.clone());
         Some(n)
     }
 
@@ -724,11 +759,6 @@ impl Store for IcechunkStore {
         head_at(&self.label, &at, key, inner)
     }
 
-    fn identity(&self, key: &str) -> Option<String> {
-        let (at, inner) = self.route(key).ok()??;
-        self.shared.identity(&at, inner)
-    }
-
     fn will_need(&self, _key: &str) {}
 
     fn caps(&self) -> Caps {
@@ -829,6 +859,10 @@ impl Store for AtSnapshot {
         self.shared.identity(&self.at, self.inner(key))
     }
 
+    fn names_bytes(&self) -> bool {
+        true
+    }
+
     fn will_need(&self, _key: &str) {}
 
     fn caps(&self) -> Caps {
@@ -854,20 +888,26 @@ mod tests {
         assert_eq!(chunk("a/c/b/zarr.json"), None);
         assert_eq!(chunk("a/zarr.json"), None);
         assert_eq!(chunk("a/c/99999999999"), None);
+        // A root array named c, and arrays under a group named c.
+        assert_eq!(chunk("c/c/0"), Some(("/c".into(), vec![0])));
+        assert_eq!(chunk("c/x/c/0/2"), Some(("/c/x".into(), vec![0, 2])));
+        assert_eq!(chunk("acme/zarr.json"), None);
     }
 
     #[test]
     fn a_virtual_chunk_checksum_refuses_a_target_changed_since() {
         let etag = Checksum::ETag(icechunk::storage::ETag("\"abc\"".into()));
         let tag = |t: &str| Version::Tag(t.into());
-        assert!(unmodified(&tag("etag:\"abc\""), &etag));
-        assert!(!unmodified(&tag("etag:\"abd\""), &etag));
+        assert!(unmodified(&tag("etag:\"abc\" modified:5"), &etag));
+        assert!(!unmodified(&tag("etag:\"abd\" modified:5"), &etag));
         let at = Checksum::LastModified(SecondsSinceEpoch(1_000));
         assert!(unmodified(&tag("mtime:999.500000000:size:10"), &at));
         assert!(unmodified(&tag("mtime:1000.000000000:size:10"), &at));
         assert!(!unmodified(&tag("mtime:1001.000000000:size:10"), &at));
         assert!(unmodified(&tag("size:10:999000000000"), &at));
         assert!(!unmodified(&tag("size:10:1001000000000"), &at));
+        assert!(unmodified(&tag("etag:\"x\" modified:1000"), &at));
+        assert!(!unmodified(&tag("etag:\"x\" modified:1001"), &at));
         // A version that tells no time passes.
         assert!(unmodified(&tag("etag:x"), &at));
         assert!(unmodified(&Version::Unknown, &at));

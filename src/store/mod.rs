@@ -180,7 +180,7 @@ impl Caps {
 }
 
 /// A read-only Zarr store. Keys use `/` separators and never start with `/`. Every method
-/// but the three version hooks (`refresh`, `at_version`, `identity`) is required: a store built on
+/// but the version hooks (`refresh`, `at_version`, `identity`, `names_bytes`) is required: a store built on
 /// another store says for each what it passes on.
 pub trait Store: Send + Sync {
     /// The whole value (`range` `None`) or part of it, with the version of the object it
@@ -215,6 +215,11 @@ pub trait Store: Send + Sync {
     /// cannot tell (values are known by key and version alone).
     fn identity(&self, _key: &str) -> Option<String> {
         None
+    }
+    /// Whether [`Store::identity`] may name anything (asking it may cost a lookup, even
+    /// store I/O): false, the default, lets readers skip it.
+    fn names_bytes(&self) -> bool {
+        false
     }
 }
 

@@ -191,6 +191,12 @@ impl Source {
                         Err(object_store::Error::NotFound { .. }) => return Ok(None),
                         Err(e) => return Err(self.error(label, e)),
                     };
+                    if meta.size == 0 {
+                        return Ok(Some(Value {
+                            bytes: Vec::new(),
+                            version: version_of(&meta),
+                        }));
+                    }
                     let options = GetOptions {
                         range: Some(GetRange::Bounded(meta.size.saturating_sub(n)..meta.size)),
                         if_match: meta.e_tag.clone(),
@@ -256,11 +262,12 @@ impl Source {
     }
 }
 
-/// The version an object's metadata names: its ETag, or without one its size and
-/// modification time.
+/// The version an object's metadata names: its ETag and modification time (in seconds,
+/// which a virtual chunk's recorded time is checked against), or without an ETag its
+/// size and modification time.
 pub(super) fn version_of(meta: &ObjectMeta) -> Version {
     Version::Tag(match &meta.e_tag {
-        Some(tag) => format!("etag:{tag}"),
+        Some(tag) => format!("etag:{tag} modified:{}", meta.last_modified.timestamp()),
         None => format!(
             "size:{}:{}",
             meta.size,

@@ -74,7 +74,7 @@ impl View {
         if (units.len() as u64).saturating_mul(unit_len as u64) > self.cache.budget() as u64 / 2 {
             return Ok(false);
         }
-        self.plan(cursor, offset, len);
+        self.plan(cursor, offset, len, false);
         let mut held: Vec<(ChunkKey, Arc<ChunkData>)> = Vec::new();
         let mut fill: Option<Vec<u8>> = None;
         for idx in units {
