@@ -78,10 +78,12 @@ if ! [ -x target/tools/bin/s3s-fs ]; then
 fi
 
 # The Azure test server: Azurite (the Azure Storage emulator) from npm, kept under
-# target/tools/azurite.
-if ! [ -x target/tools/azurite/node_modules/.bin/azurite-blob ]; then
-    echo "test.sh: installing azurite 3.37.0 into target/tools/azurite"
-    npm install --prefix target/tools/azurite --no-audit --no-fund --silent azurite@3.37.0
+# target/tools/azurite. 3.35.0 runs on Debian 12's Node.js 18 (later releases ask for 22).
+azurite_version=3.35.0
+if ! grep -qs "\"version\": \"$azurite_version\"" target/tools/azurite/node_modules/azurite/package.json; then
+    echo "test.sh: installing azurite $azurite_version into target/tools/azurite"
+    rm -rf target/tools/azurite
+    npm install --prefix target/tools/azurite --no-audit --no-fund --silent "azurite@$azurite_version"
 fi
 
 # The pip wheel that tests/wheel.rs installs (maturin in target/venv-wheel).
