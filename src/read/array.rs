@@ -5,7 +5,7 @@
 //! store wants large requests.
 
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use lru::LruCache;
@@ -28,8 +28,6 @@ pub struct Array {
     id: u64,
     /// How its stored bytes decode (see [`super::scope::decoding`]).
     decoding: String,
-    /// Whether units were found named by their bytes.
-    shares: AtomicBool,
     /// Whether the store may name units' bytes ([`Store::names_bytes`]).
     names_bytes: bool,
     /// The ids of units lately asked for (an array's store is at one version, so a
@@ -87,7 +85,6 @@ impl Array {
         Ok(Array {
             id: super::scope::array_id(&store, &meta),
             decoding: super::scope::decoding(&meta),
-            shares: AtomicBool::new(false),
             names_bytes: store.names_bytes(),
             unit_ids: Mutex::new(LruCache::new(capacity)),
             meta,
@@ -137,17 +134,15 @@ impl Array {
             Some(shard) => self.shard_key(&shard.inner_grid, idx),
         };
         match self.store.identity(&key) {
-            Some(identity) => {
-                self.shares.store(true, Ordering::Relaxed);
-                super::scope::content_id(&self.decoding, identity)
-            }
+            Some(identity) => super::scope::content_id(&self.decoding, identity),
             None => self.id,
         }
     }
 
-    /// Whether some unit was found named by its bytes (see [`Array::unit_id`]).
+    /// Whether its units may be named by their bytes, and so shared with other versions
+    /// (see [`Array::unit_id`]).
     pub fn shares_units(&self) -> bool {
-        self.shares.load(Ordering::Relaxed)
+        self.names_bytes
     }
 
     pub fn unit_shape(&self) -> &[u64] {

@@ -22,23 +22,28 @@ const MAX_SCOPES: usize = 1 << 20;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// What an id is for: (store address, metadata key, metadata version) for an array's
+/// version; (0, how the array decodes, what the store names the bytes) for a unit named
+/// by its bytes (no store lives at address 0).
 type ScopeKey = (usize, String, String);
 
 static SCOPES: LazyLock<Mutex<HashMap<ScopeKey, u64>>> = LazyLock::new(Default::default);
 
-/// Ids of units named by their bytes: (how they decode, what names the bytes).
-static CONTENTS: LazyLock<Mutex<HashMap<(String, String), u64>>> = LazyLock::new(Default::default);
+/// The id filed under `key`, made at first use.
+fn id_of(key: ScopeKey) -> u64 {
+    let mut scopes = SCOPES.lock();
+    if scopes.len() >= MAX_SCOPES {
+        scopes.clear();
+    }
+    *scopes
+        .entry(key)
+        .or_insert_with(|| NEXT_ID.fetch_add(1, Ordering::Relaxed))
+}
 
 /// The id of the units decoded the way `decoding` says (the array's data type, chunk
 /// shape, fill value and codecs) from the bytes the store names `identity`.
 pub fn content_id(decoding: &str, identity: String) -> u64 {
-    let mut contents = CONTENTS.lock();
-    if contents.len() >= MAX_SCOPES {
-        contents.clear();
-    }
-    *contents
-        .entry((decoding.to_string(), identity))
-        .or_insert_with(|| NEXT_ID.fetch_add(1, Ordering::Relaxed))
+    id_of((0, decoding.to_string(), identity))
 }
 
 /// What decides how an array's stored bytes decode: two arrays alike in it decode the
@@ -58,14 +63,7 @@ pub fn array_id(store: &Arc<dyn Store>, meta: &ArrayMetadata) -> u64 {
     // The store's address tells two stores apart while both are alive, which is as long
     // as any cache holding their units.
     let store = Arc::as_ptr(store) as *const () as usize;
-    let key = (store, meta.meta_key.clone(), tag.clone());
-    let mut scopes = SCOPES.lock();
-    if scopes.len() >= MAX_SCOPES {
-        scopes.clear();
-    }
-    *scopes
-        .entry(key)
-        .or_insert_with(|| NEXT_ID.fetch_add(1, Ordering::Relaxed))
+    id_of((store, meta.meta_key.clone(), tag.clone()))
 }
 
 #[cfg(test)]

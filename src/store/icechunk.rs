@@ -30,7 +30,7 @@ use icechunk::Repository;
 use parking_lot::{Mutex, RwLock};
 
 use super::runtime::block_on;
-use super::targets::{prefix_of, resolve, Near, Prefix, Target, Targets};
+use super::targets::{prefix_of, resolve, Neighbours, Prefix, Target, Targets};
 use super::{
     ByteRange, Caps, Head, Listing, ReadAgain, Store, StoreConfig, Value, Version, SNAPSHOT_TAG,
 };
@@ -61,17 +61,9 @@ struct Checkout {
     neighbours: Mutex<HashMap<String, Arc<Listed>>>,
 }
 
-/// The virtual chunks of one array, listed once (`None`: the listing failed or was too
-/// long).
-type Listed = OnceLock<Option<Arc<Neighbours>>>;
-
-/// The virtual chunks of one array: the ranges it reads in each target file, and the
-/// place of each chunk among its target's.
-#[derive(Default)]
-struct Neighbours {
-    ranges: BTreeMap<Target, Vec<Option<(u64, u64)>>>,
-    place: HashMap<Vec<u32>, usize>,
-}
+/// The virtual chunks of one array by their grid coordinates, listed once (`None`: the
+/// listing failed or was too long).
+type Listed = OnceLock<Option<Arc<Neighbours<Vec<u32>>>>>;
 
 /// What every version of a repository shares: its name in messages, where its virtual
 /// chunks may be read, and its virtual chunk containers by name (for `vcc://` locations).
@@ -471,34 +463,11 @@ fn payload(at: &Checkout, inner: &str) -> Option<(String, Vec<u32>, ChunkPayload
 /// version names its ETag and time, a local file's its time). A version that tells
 /// neither passes.
 fn unmodified(version: &Version, checksum: &Checksum) -> bool {
-    let Version::Tag(tag) = version else {
-        return true;
-    };
     match checksum {
-        Checksum::ETag(etag) => match tag.strip_prefix("etag:") {
-            Some(got) => {
-                let got = got.rsplit_once(" modified:").map_or(got, |(e, _)| e);
-                got.trim_matches('"') == etag.0.trim_matches('"')
-            }
-            None => true,
-        },
-        Checksum::LastModified(at) => {
-            let seconds = if let Some(rest) = tag.strip_prefix("mtime:") {
-                rest.split(['.', ':'])
-                    .next()
-                    .and_then(|s| s.parse::<i64>().ok())
-            } else if let Some((_, secs)) = tag.rsplit_once(" modified:") {
-                secs.parse::<i64>().ok()
-            } else if let Some(rest) = tag.strip_prefix("size:") {
-                rest.rsplit(':')
-                    .next()
-                    .and_then(|n| n.parse::<i64>().ok())
-                    .map(|n| n.div_euclid(1_000_000_000))
-            } else {
-                None
-            };
-            seconds.is_none_or(|s| s <= i64::from(at.0))
-        }
+        Checksum::ETag(etag) => version
+            .etag()
+            .is_none_or(|got| got == etag.0.trim_matches('"')),
+        Checksum::LastModified(at) => version.modified().is_none_or(|s| s <= i64::from(at.0)),
     }
 }
 
@@ -553,14 +522,8 @@ impl Repo {
             if chunk.checksum.is_some() {
                 return None;
             }
-            let neighbours = self.neighbours(at, path)?;
-            Some(Near {
-                object: format!("{} (snapshot {} {path})", grouped.shown(), at.snapshot),
-                member: *neighbours.place.get(coords)?,
-                members: Box::new(move || {
-                    neighbours.ranges.get(&grouped).cloned().unwrap_or_default()
-                }),
-            })
+            let object = format!("{} (snapshot {} {path})", grouped.shown(), at.snapshot);
+            self.neighbours(at, path)?.near(coords, &grouped, object)
         };
         let value =
             self.targets
@@ -585,7 +548,7 @@ impl Repo {
     /// The virtual chunks of array `path` at `at`, by target, listed once per version
     /// (by the first reader that needs them; `None` when the listing failed or the array
     /// has more than [`MAX_NEIGHBOURS`] chunks, and each chunk is then read alone).
-    fn neighbours(&self, at: &Checkout, path: &str) -> Option<Arc<Neighbours>> {
+    fn neighbours(&self, at: &Checkout, path: &str) -> Option<Arc<Neighbours<Vec<u32>>>> {
         let once = at
             .neighbours
             .lock()
@@ -596,7 +559,7 @@ impl Repo {
             .clone()
     }
 
-    fn list_neighbours(&self, at: &Checkout, path: &str) -> Option<Neighbours> {
+    fn list_neighbours(&self, at: &Checkout, path: &str) -> Option<Neighbours<Vec<u32>>> {
         let node = icechunk::format::Path::new(path).ok()?;
         let chunks: Vec<icechunk::format::manifest::ChunkInfo> = block_on(async {
             let session = at.session.read().await;
@@ -620,9 +583,7 @@ impl Repo {
             let Ok(target) = self.target(path, v.location.url()) else {
                 continue;
             };
-            let ranges = n.ranges.entry(target).or_default();
-            n.place.insert(info.coord.0, ranges.len());
-            ranges.push(fits.then_some((v.offset, v.length)));
+            n.add(info.coord.0, target, fits.then_some((v.offset, v.length)));
         }
         Some(n)
     }

@@ -146,6 +146,43 @@ pub enum Version {
     Unknown,
 }
 
+impl Version {
+    /// The ETag the tag names (a remote object's: `etag:E modified:S`), unquoted.
+    pub fn etag(&self) -> Option<&str> {
+        let Version::Tag(tag) = self else {
+            return None;
+        };
+        let rest = tag.strip_prefix("etag:")?;
+        Some(
+            rest.rsplit_once(" modified:")
+                .map_or(rest, |(e, _)| e)
+                .trim_matches('"'),
+        )
+    }
+
+    /// The modification time (Unix seconds) the tag names: a local file's
+    /// (`mtime:S.N:size:L`), a remote object's (`etag:E modified:S`, or without an ETag
+    /// `size:L:NANOS`).
+    pub fn modified(&self) -> Option<i64> {
+        let Version::Tag(tag) = self else {
+            return None;
+        };
+        if let Some(rest) = tag.strip_prefix("mtime:") {
+            rest.split(['.', ':']).next()?.parse().ok()
+        } else if let Some((_, secs)) = tag.rsplit_once(" modified:") {
+            secs.parse().ok()
+        } else {
+            let nanos: i64 = tag
+                .strip_prefix("size:")?
+                .rsplit(':')
+                .next()?
+                .parse()
+                .ok()?;
+            Some(nanos.div_euclid(1_000_000_000))
+        }
+    }
+}
+
 /// What a store knows of an object without reading it: its size and version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {

@@ -15,7 +15,9 @@ use base64::Engine;
 use serde_json::{Map, Value as Json};
 
 use super::references_parquet::{ParquetRefs, Row};
-use super::targets::{allow_list, base_of, resolve, Near, Prefix, Target, Targets, REQUEST_BYTES};
+use super::targets::{
+    allow_list, base_of, resolve, Near, Neighbours, Prefix, Target, Targets, REQUEST_BYTES,
+};
 use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version};
 use crate::error::{Error, Result};
 
@@ -56,24 +58,14 @@ pub struct ReferenceStore {
     version: Version,
     cfg: StoreConfig,
     /// Where each chunk lies among its target's chunks, made at the first coalesced read.
-    neighbours: OnceLock<Neighbours>,
+    neighbours: OnceLock<Arc<Neighbours<String>>>,
 }
 
-/// The byte ranges the references point to in each target (in key order), and the place
-/// of each key's range among its target's: what [`Spans`] groups into runs.
-#[derive(Default)]
-struct Neighbours {
-    ranges: BTreeMap<Target, Vec<Option<(u64, u64)>>>,
-    place: std::collections::HashMap<String, usize>,
-}
-
-impl Neighbours {
-    fn of(refs: &Refs) -> Neighbours {
-        let mut n = Neighbours::default();
-        // Parquet sets are grouped per references file instead.
-        let Refs::Json(refs) = refs else {
-            return n;
-        };
+/// The byte ranges the references of a JSON set point to in each target (in key order);
+/// Parquet sets are grouped per references file instead.
+fn neighbours_of(refs: &Refs) -> Neighbours<String> {
+    let mut n = Neighbours::default();
+    if let Refs::Json(refs) = refs {
         for (key, r) in refs {
             if let Ref::Range {
                 target,
@@ -81,13 +73,11 @@ impl Neighbours {
                 len: Some(len),
             } = r
             {
-                let ranges = n.ranges.entry(target.as_ref().clone()).or_default();
-                n.place.insert(key.clone(), ranges.len());
-                ranges.push(Some((*offset, *len)));
+                n.add(key.clone(), target.as_ref().clone(), Some((*offset, *len)));
             }
         }
-        n
     }
+    n
 }
 
 /// Whether `head` (the first bytes of a file) looks like a JSON reference set: a JSON
@@ -481,19 +471,10 @@ impl ReferenceStore {
     /// Parquet set (the files are read lazily, one at a time).
     fn near(&self, key: &str, t: &Target) -> Option<Near<'_>> {
         match &self.refs {
-            Refs::Json(_) => {
-                let neighbours = self.neighbours.get_or_init(|| Neighbours::of(&self.refs));
-                let (Some(&member), Some(ranges)) =
-                    (neighbours.place.get(key), neighbours.ranges.get(t))
-                else {
-                    return None;
-                };
-                Some(Near {
-                    object: t.shown(),
-                    members: Box::new(|| ranges.clone()),
-                    member,
-                })
-            }
+            Refs::Json(_) => self
+                .neighbours
+                .get_or_init(|| Arc::new(neighbours_of(&self.refs)))
+                .near(key, t, t.shown()),
             Refs::Parquet(parquet) => {
                 let place = parquet.place(key).ok().flatten()?;
                 Some(Near {

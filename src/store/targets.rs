@@ -6,6 +6,9 @@
 //! source of its bucket or host); anything else fails that key alone. Neighbouring
 //! chunks of one remote target are fetched together ([`Spans`]).
 
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -53,6 +56,55 @@ pub(super) struct Near<'a> {
     pub object: String,
     pub members: Box<dyn FnOnce() -> Members + 'a>,
     pub member: usize,
+}
+
+/// The byte ranges a set of chunks reads in each target, and the place of each chunk
+/// (by its key `K`) among its target's: what [`Spans`] groups into runs.
+pub(super) struct Neighbours<K> {
+    ranges: BTreeMap<Target, Members>,
+    place: HashMap<K, usize>,
+}
+
+impl<K> Default for Neighbours<K> {
+    fn default() -> Self {
+        Neighbours {
+            ranges: BTreeMap::new(),
+            place: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq + 'static> Neighbours<K> {
+    /// Chunk `key` reads `range` of `target` (`None`: a range that cannot be read).
+    pub(super) fn add(&mut self, key: K, target: Target, range: Option<(u64, u64)>) {
+        let ranges = self.ranges.entry(target).or_default();
+        self.place.insert(key, ranges.len());
+        ranges.push(range);
+    }
+
+    /// Where chunk `key` of `target` lies among its target's chunks, read together as the
+    /// group named `object`.
+    pub(super) fn near<Q>(
+        self: &Arc<Self>,
+        key: &Q,
+        target: &Target,
+        object: String,
+    ) -> Option<Near<'static>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let member = *self.place.get(key)?;
+        if !self.ranges.contains_key(target) {
+            return None;
+        }
+        let (all, target) = (self.clone(), target.clone());
+        Some(Near {
+            object,
+            member,
+            members: Box::new(move || all.ranges.get(&target).cloned().unwrap_or_default()),
+        })
+    }
 }
 
 /// Bytes of fetched runs kept: enough for every request in flight.
