@@ -146,20 +146,45 @@ fn azure_blob_storage_reads_the_zarr_python_stores_in_c_and_f_order() {
     // The emulator's address, where object_store looks for it; only this test's mounts
     // ask for the emulator.
     std::env::set_var("AZURITE_BLOB_STORAGE_URL", server.url());
+    let failures = check_picked(&m, &picked, "az://fixtures", &["-o", "use_emulator=true"]);
+    assert_no_failures(&failures);
+}
+
+/// Mount each store of `picked` under `base` in C and F order, and check every array
+/// (and the groups, once).
+fn check_picked(m: &Manifest, picked: &[&str], base: &str, args: &[&str]) -> Vec<String> {
     let mut failures = Vec::new();
     for store in picked {
-        let url = format!("az://fixtures/{}", store_folder(&m, store));
+        let url = format!("{base}/{}", store_folder(m, store));
         for (order, label) in [("C", "C_little"), ("F", "F_little")] {
-            let mount = Mount::new(
-                Path::new(&url),
-                &["--order", order, "-o", "use_emulator=true"],
-            );
-            failures.extend(check_arrays(&m, store, &mount, label, order));
+            let mut all = vec!["--order", order];
+            all.extend_from_slice(args);
+            let mount = Mount::new(Path::new(&url), &all);
+            failures.extend(check_arrays(m, store, &mount, label, order));
             if order == "C" {
-                failures.extend(check_groups(&m, store, &mount));
+                failures.extend(check_groups(m, store, &mount));
             }
         }
     }
+    failures
+}
+
+/// GCS through its XML API, the one object_store's GCS client speaks (objects at
+/// `BASE/BUCKET/KEY`, listing by `list-type=2`): s3s-fs answers it, unsigned requests
+/// being public there, as a bucket's `allUsers` reader makes them on GCS.
+#[test]
+fn gcs_reads_the_zarr_python_stores_in_c_and_f_order() {
+    let m = Manifest::load();
+    let root = bucket_root(&m);
+    let server = s3s_fs(root.path(), None);
+    let options = format!("google_base_url={},allow_http=true", server.url());
+    let picked = ["v3", "v3_consolidated", "v2", "v2_consolidated"];
+    let failures = check_picked(
+        &m,
+        &picked,
+        "gs://fixtures",
+        &["--anonymous", "-o", &options],
+    );
     assert_no_failures(&failures);
 }
 

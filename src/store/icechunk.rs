@@ -110,7 +110,8 @@ impl IcechunkStore {
         Self::open(label, storage, cfg, Caps::local())
     }
 
-    /// The repository at `url` (`s3://BUCKET/PREFIX`, `az://CONTAINER/PREFIX`, or an
+    /// The repository at `url` (`s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`,
+    /// `az://CONTAINER/PREFIX`, or an
     /// `http(s)://` folder), with the store options of `cfg` (`endpoint`, `region`,
     /// `allow_http`, `account_name`, `use_emulator`, ..., and `--anonymous`).
     pub fn open_url(url: &url::Url, cfg: &StoreConfig) -> Result<IcechunkStore> {
@@ -180,11 +181,34 @@ impl IcechunkStore {
                     Some(cfg.options.iter().cloned().collect()),
                 ))?
             }
+            "gs" | "gcs" => {
+                let bucket = url.host_str().unwrap_or_default().to_string();
+                let prefix = url.path().trim_matches('/').to_string();
+                // Every option is one of object_store's GCS keys (the crate would drop the
+                // others silently).
+                for (key, _) in &cfg.options {
+                    key.parse::<object_store::gcp::GoogleConfigKey>()
+                        .map_err(|e| Error::Invalid(format!("{label}: store option {key}: {e}")))?;
+                }
+                let credentials = if cfg.anonymous {
+                    icechunk::storage::GcsCredentials::Anonymous
+                } else {
+                    icechunk::storage::GcsCredentials::FromEnv
+                };
+                icechunk::storage::new_gcs_storage(
+                    bucket,
+                    (!prefix.is_empty()).then_some(prefix),
+                    Some(credentials),
+                    Some(cfg.options.iter().cloned().collect()),
+                    Vec::new(),
+                    Vec::new(),
+                )
+            }
             "http" | "https" => icechunk::storage::new_http_storage(url.as_str(), None, None),
             other => {
                 return Err(Error::Invalid(format!(
-                    "{label}: Icechunk repositories are read from local folders, s3://, az:// \
-                     and http(s):// (not {other}:// yet)"
+                    "{label}: Icechunk repositories are read from local folders, s3://, gs://, \
+                     az:// and http(s):// (not {other}:// yet)"
                 )))
             }
         }

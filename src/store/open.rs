@@ -164,13 +164,7 @@ mod remote {
             }
             let store = RemoteStore::connect(&url, cfg)?;
             // An Icechunk repository is known by its `repo` object.
-            if repositories
-                && matches!(
-                    scheme,
-                    "s3" | "s3a" | "http" | "https" | "az" | "azure" | "abfs" | "abfss"
-                )
-                && store.head("repo").ok().flatten().is_some()
-            {
+            if repositories && store.head("repo").ok().flatten().is_some() {
                 return Ok(Arc::new(IcechunkStore::open_url(&url, cfg)?));
             }
             let store = cached(Arc::new(store), cfg)?;
