@@ -135,20 +135,24 @@ daemon_pid() {
 is_mounted() { awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; }
 
 # fresh_mount STORE MNT [ARGS...]: (re)mount STORE at MNT; prints nothing.
-# serve_bucket NAME DIR: s3s-fs on a free loopback port serving DIR as bucket NAME
-# (from target/bench-NAME-buckets, log beside it); sets served_pid and served_endpoint.
+# serve_bucket NAME DIR: s3s-fs on a free loopback port, DIR's files put into bucket NAME
+# through its API (target/bench-NAME-buckets, log beside it); sets served_pid and
+# served_endpoint. Put through the API, each object keeps the ETag computed as it
+# arrived, as on S3; a file dropped into s3s-fs's folder has none, and s3s-fs would hash
+# the whole file on every request for any range of it, a cost no S3 service has.
 serve_bucket() {
     local name="$1" dir="$2"
     local s3s_fs="$target_dir/tools/bin/s3s-fs" buckets="$target_dir/bench-$1-buckets" port
     [ -x "$s3s_fs" ] || cargo install --quiet --root "$target_dir/tools" s3s-fs --version 0.14.1 --features binary --locked
     rm -rf "$buckets"
     mkdir -p "$buckets"
-    ln -s "$dir" "$buckets/$name"
     port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
     "$s3s_fs" --host 127.0.0.1 --port "$port" "$buckets" >"$buckets.log" 2>&1 &
     served_pid=$!
     for _ in $(seq 100); do "$py" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null && break; sleep 0.1; done
     served_endpoint="http://127.0.0.1:$port"
+    "$py" scripts/s3_upload.py "$served_endpoint" "$name" "$dir" 2>>"$buckets.log" \
+        || die "putting $dir into bucket $name failed; see $buckets.log"
 }
 
 # sha_of FILE: its SHA-256.

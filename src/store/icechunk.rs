@@ -29,7 +29,7 @@ use icechunk::store::{StoreError, StoreErrorKind};
 use icechunk::Repository;
 use parking_lot::{Mutex, RwLock};
 
-use super::runtime::block_on;
+use super::runtime::{block_on, on_runtime};
 use super::targets::{prefix_of, resolve, Neighbours, Prefix, Target, Targets};
 use super::{
     ByteRange, Caps, Head, Listing, ReadAgain, Store, StoreConfig, Value, Version, SNAPSHOT_TAG,
@@ -656,9 +656,10 @@ impl Repo {
             }
             Some(ByteRange::Suffix(n)) => IcRange::Last(n),
         };
-        match block_on(at.store.get(inner, &range))? {
+        let (store, name) = (at.store.clone(), inner.to_string());
+        match block_on(on_runtime(async move { store.get(&name, &range).await }))?? {
             Ok(bytes) => Ok(Some(Value {
-                bytes: bytes.to_vec(),
+                bytes: Vec::from(bytes),
                 version: at.version.clone(),
             })),
             // A version folder is a group even where the version holds nothing (the

@@ -15,7 +15,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use url::Url;
 
 use super::options::{Secrets, StoreConfig};
-use super::runtime::block_on;
+use super::runtime::{block_on, on_runtime};
 use super::{Value, Version, MAX_VALUE};
 use crate::error::{Error, Result};
 
@@ -218,7 +218,9 @@ impl Source {
                 ));
             }
             let version = version_of(&got.meta);
-            let bytes = got.bytes().await.map_err(|e| self.error(label, e))?;
+            let bytes = on_runtime(got.bytes())
+                .await?
+                .map_err(|e| self.error(label, e))?;
             Ok(Some(Value {
                 bytes: Vec::from(bytes),
                 version,
