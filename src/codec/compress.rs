@@ -1,5 +1,6 @@
-//! Stream compressors from real libraries: gzip, zlib (flate2), zstd, bz2 (bzip2),
-//! lzma / xz (xz2) and numcodecs' size-prefixed LZ4 block format (lz4).
+//! Stream compressors from real libraries: gzip, zlib (flate2; a zlib chunk of known
+//! size is decompressed whole by libdeflate), zstd, bz2 (bzip2), lzma / xz (xz2) and
+//! numcodecs' size-prefixed LZ4 block format (lz4).
 
 use std::io::{Read, Write};
 
@@ -75,6 +76,29 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// The largest output decompressed whole by libdeflate: a chunk's decoded size, at most.
+const WHOLE_ZLIB: usize = 64 << 20;
+
+thread_local! {
+    /// One libdeflate decompressor per thread, reused across chunks.
+    static DEFLATE: std::cell::RefCell<libdeflater::Decompressor> =
+        std::cell::RefCell::new(libdeflater::Decompressor::new());
+}
+
+/// A zlib stream decompressed in one call by libdeflate into a buffer of `limit` bytes,
+/// or `None` when it does not fit or is not a valid stream.
+fn zlib_whole(src: &[u8], limit: usize) -> Option<Vec<u8>> {
+    if limit > WHOLE_ZLIB {
+        return None;
+    }
+    let mut out = vec![0u8; limit];
+    let n = DEFLATE
+        .with_borrow_mut(|d| d.zlib_decompress(src, &mut out))
+        .ok()?;
+    out.truncate(n);
+    Some(out)
+}
+
 /// Decompress a whole zstd frame of known size with this thread's context.
 fn zstd_decompress(src: &[u8], size: usize) -> std::io::Result<Vec<u8>> {
     ZSTD_DCTX.with(|cell| {
@@ -99,7 +123,12 @@ impl BytesToBytes for Compressor {
         let n = src.len();
         match self.kind {
             Kind::Gzip => read_limited(flate2::read::MultiGzDecoder::new(src), limit, n, "gzip"),
-            Kind::Zlib => read_limited(flate2::read::ZlibDecoder::new(src), limit, n, "zlib"),
+            Kind::Zlib => match zlib_whole(src, limit) {
+                Some(out) => Ok(out),
+                // Past the whole-buffer size, or a stream libdeflate refuses: the
+                // streaming decoder reads it (and names what is wrong with it).
+                None => read_limited(flate2::read::ZlibDecoder::new(src), limit, n, "zlib"),
+            },
             Kind::Zstd => {
                 // One allocation of the size the frame header declares, when it fits.
                 if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(src) {
@@ -210,5 +239,20 @@ mod tests {
             bad.truncate(enc.len() / 2);
             assert!(c.decode(bad, data.len()).is_err(), "{name} truncated");
         }
+    }
+
+    /// A zlib chunk decodes the same whole (libdeflate, into a buffer of the limit) and
+    /// streamed (past the whole-buffer size), also when it is shorter than the limit.
+    #[test]
+    fn zlib_whole_and_streamed_agree() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i / 7 % 253) as u8).collect();
+        let c = build("zlib", &CodecSpec::new("zlib", json!({"level": 1}))).unwrap();
+        let enc = c.encode(data.clone()).unwrap();
+        assert_eq!(zlib_whole(&enc, data.len()).unwrap(), data);
+        assert_eq!(zlib_whole(&enc, data.len() + 100).unwrap(), data);
+        assert!(zlib_whole(&enc, data.len() - 1).is_none());
+        assert!(zlib_whole(&enc, WHOLE_ZLIB + 1).is_none());
+        assert_eq!(c.decode(enc.clone(), data.len() + 100).unwrap(), data);
+        assert_eq!(c.decode(enc, WHOLE_ZLIB + 1).unwrap(), data);
     }
 }

@@ -27,7 +27,7 @@ mod stream;
 const MIN_WINDOW: u64 = 4 << 20;
 
 /// Requests of a remote store the readahead window spans, at least.
-const REQUESTS_AHEAD: u64 = 8;
+const REQUESTS_AHEAD: u64 = 16;
 
 /// Units queued for prefetch per read, at most.
 const MAX_PREFETCH_UNITS: usize = 256;

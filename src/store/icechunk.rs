@@ -215,7 +215,9 @@ impl IcechunkStore {
         .map_err(|e| failed(&label, "storage", e))?;
         let caps = Caps {
             concurrency: cfg.max_requests,
-            request_bytes: 0,
+            // Inner chunks of a shard are read together, and readahead spans many
+            // requests in flight.
+            request_bytes: super::REQUEST_BYTES,
             location: Some(label.clone()),
         };
         Self::open(label, storage, cfg, caps)

@@ -205,6 +205,10 @@ pub struct Caps {
     pub location: Option<String>,
 }
 
+/// Bytes worth one request to a remote store: a round trip costs about as much time as
+/// this many bytes.
+pub const REQUEST_BYTES: u64 = 8 << 20;
+
 impl Caps {
     /// A local store: one request per core, each value read alone, no shared caches.
     pub fn local() -> Caps {

@@ -15,10 +15,8 @@ use base64::Engine;
 use serde_json::{Map, Value as Json};
 
 use super::references_parquet::{ParquetRefs, Row};
-use super::targets::{
-    allow_list, base_of, resolve, Near, Neighbours, Prefix, Target, Targets, REQUEST_BYTES,
-};
-use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version};
+use super::targets::{allow_list, base_of, resolve, Near, Neighbours, Prefix, Target, Targets};
+use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version, REQUEST_BYTES};
 use crate::error::{Error, Result};
 
 /// Keys a `gen` entry may make at most (all entries together).

@@ -12,11 +12,8 @@ use url::Url;
 
 use super::options::StoreConfig;
 use super::sources::{failure, version_of, Source, Sources};
-use super::{ByteRange, Caps, Head, Listing, Store, Value};
+use super::{ByteRange, Caps, Head, Listing, Store, Value, REQUEST_BYTES};
 use crate::error::{Error, Result};
-
-/// Bytes worth one request: a round trip costs about as much time as this many bytes.
-const REQUEST_BYTES: u64 = 8 << 20;
 
 /// A store under a URL prefix of a source.
 pub struct RemoteStore {

@@ -12,11 +12,8 @@ use std::hash::Hash;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use super::{ByteRange, FolderStore, Spans, Store, StoreConfig, Value, Version};
+use super::{ByteRange, FolderStore, Spans, Store, StoreConfig, Value, Version, REQUEST_BYTES};
 use crate::error::{Error, Result};
-
-/// Bytes worth one request to a remote target.
-pub(super) const REQUEST_BYTES: u64 = 8 << 20;
 
 /// An allowed prefix and the store that reads under it, made at first use.
 struct Allowed {
