@@ -4,7 +4,10 @@
 //! its own codec chain. Every value carries the snapshot it was read from as its
 //! version, so that caches keep two versions of a dataset apart. With `--versions`, the
 //! root also holds `@branches/NAME/`, `@tags/NAME/` and `@snapshots/ID/`, each the tree of
-//! that version, opened at first use. Virtual chunks (byte ranges of NetCDF/HDF5 files)
+//! that version, opened at first use. A chunk stored in the repository is read by
+//! zarrfs from its chunk object (`chunks/ID`, a range of it) through the store of the
+//! repository's folder or bucket, with that store's request limits, retries and disk
+//! cache; the crate only looks up where it is. Virtual chunks (byte ranges of NetCDF/HDF5 files)
 //! are read by zarrfs itself, as a reference set's chunks are ([`Targets`]): only under
 //! the allowed prefixes (the repository's virtual chunk containers, narrowed or added to
 //! with `--virtual-prefix`), neighbouring chunks of a remote file in one request. A
@@ -21,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use icechunk::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
+use icechunk::format::manifest::{Checksum, ChunkPayload, ChunkRef, VirtualChunkRef};
 use icechunk::format::{ByteRange as IcRange, ChunkIndices, SnapshotId};
 use icechunk::repository::VersionInfo;
 use icechunk::session::Session;
@@ -32,7 +35,8 @@ use parking_lot::{Mutex, RwLock};
 use super::runtime::{block_on, on_runtime};
 use super::targets::{prefix_of, resolve, Neighbours, Prefix, Target, Targets};
 use super::{
-    ByteRange, Caps, Head, Listing, ReadAgain, Store, StoreConfig, Value, Version, SNAPSHOT_TAG,
+    ByteRange, Caps, FolderStore, Head, Listing, ReadAgain, Store, StoreConfig, Value, Version,
+    SNAPSHOT_TAG,
 };
 use crate::error::{Error, Result};
 
@@ -65,10 +69,12 @@ struct Checkout {
 /// listing failed or was too long).
 type Listed = OnceLock<Option<Arc<Neighbours<Vec<u32>>>>>;
 
-/// What every version of a repository shares: its name in messages, where its virtual
-/// chunks may be read, and its virtual chunk containers by name (for `vcc://` locations).
+/// What every version of a repository shares: its name in messages, the store of its own
+/// objects, where its virtual chunks may be read, and its virtual chunk containers by
+/// name (for `vcc://` locations).
 struct Repo {
     label: String,
+    objects: Arc<dyn Store>,
     targets: Targets,
     containers: HashMap<String, String>,
 }
@@ -107,14 +113,20 @@ impl IcechunkStore {
         let path = dir.to_path_buf();
         let storage = block_on(async move { icechunk::new_local_filesystem_storage(&path).await })?
             .map_err(|e| failed(&label, "storage", e))?;
-        Self::open(label, storage, cfg, Caps::local())
+        let objects = Arc::new(FolderStore::open(dir)?);
+        Self::open(label, storage, objects, cfg, Caps::local())
     }
 
     /// The repository at `url` (`s3://BUCKET/PREFIX`, `gs://BUCKET/PREFIX`,
     /// `az://CONTAINER/PREFIX`, or an
     /// `http(s)://` folder), with the store options of `cfg` (`endpoint`, `region`,
-    /// `allow_http`, `account_name`, `use_emulator`, ..., and `--anonymous`).
-    pub fn open_url(url: &url::Url, cfg: &StoreConfig) -> Result<IcechunkStore> {
+    /// `allow_http`, `account_name`, `use_emulator`, ..., and `--anonymous`); `objects` is
+    /// the store of the same URL, which its chunk objects are read from.
+    pub fn open_url(
+        url: &url::Url,
+        cfg: &StoreConfig,
+        objects: Arc<dyn Store>,
+    ) -> Result<IcechunkStore> {
         let label = url.to_string();
         let option = |names: &[&str]| {
             cfg.options
@@ -220,18 +232,19 @@ impl IcechunkStore {
             request_bytes: super::REQUEST_BYTES,
             location: Some(label.clone()),
         };
-        Self::open(label, storage, cfg, caps)
+        Self::open(label, storage, objects, cfg, caps)
     }
 
     fn open(
         label: String,
         storage: Arc<dyn icechunk::Storage + Send + Sync>,
+        objects: Arc<dyn Store>,
         cfg: &StoreConfig,
         caps: Caps,
     ) -> Result<IcechunkStore> {
         let repo = block_on(async move { Repository::open(storage).execute().await })?
             .map_err(|e| failed(&label, "open", e))?;
-        let shared = Arc::new(virtual_targets(&label, &repo, cfg)?);
+        let shared = Arc::new(virtual_targets(&label, &repo, objects, cfg)?);
         let choice = &cfg.icechunk;
         let version = match (&choice.reference, &choice.snapshot) {
             (Some(_), Some(_)) => {
@@ -362,7 +375,12 @@ impl IcechunkStore {
 /// or, with `cfg.virtual_prefixes`, under exactly those (a prefix inside a container
 /// narrows it; one elsewhere opens that place; a container no prefix names is closed). A
 /// local prefix is a folder (relative to the current one).
-fn virtual_targets(label: &str, repo: &Repository, cfg: &StoreConfig) -> Result<Repo> {
+fn virtual_targets(
+    label: &str,
+    repo: &Repository,
+    objects: Arc<dyn Store>,
+    cfg: &StoreConfig,
+) -> Result<Repo> {
     let here = Prefix::Local(std::env::current_dir().unwrap_or_default());
     let given: Vec<Prefix> = cfg
         .virtual_prefixes
@@ -388,6 +406,7 @@ fn virtual_targets(label: &str, repo: &Repository, cfg: &StoreConfig) -> Result<
     allowed.extend(given);
     Ok(Repo {
         label: label.to_string(),
+        objects,
         targets: Targets::new(allowed, cfg),
         containers,
     })
@@ -520,6 +539,57 @@ impl Repo {
 
     /// The virtual chunk `chunk` of key `key` (chunk `coords` of array `path` at `at`),
     /// or part of it, read from its target under the allowed prefixes.
+    /// Chunk `key` (or part of it, `range`) from its chunk object: `chunk.length` bytes at
+    /// `chunk.offset` of `chunks/ID`.
+    fn read_stored(
+        &self,
+        key: &str,
+        at: &Checkout,
+        chunk: &ChunkRef,
+        range: Option<ByteRange>,
+    ) -> Result<Value> {
+        let object = format!("chunks/{}", chunk.id);
+        let (within, len) = range.map_or((0, chunk.length), |r| r.clip(chunk.length));
+        let offset = chunk
+            .offset
+            .checked_add(within)
+            .filter(|o| o.checked_add(len).is_some_and(|end| end <= i64::MAX as u64))
+            .ok_or_else(|| {
+                Error::corrupt(
+                    key,
+                    format!("chunk range {}+{} past 2^63", chunk.offset, chunk.length),
+                )
+            })?;
+        let shown = || format!("{}/{object}", self.label);
+        let value = self
+            .objects
+            .read(&object, Some(ByteRange::Span { offset, len }))
+            .map_err(|e| Error::Io {
+                key: key.to_string(),
+                source: std::io::Error::other(format!("chunk object {}: {e}", shown())),
+            })?
+            .ok_or_else(|| Error::Io {
+                key: key.to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("chunk object {} is missing", shown()),
+                ),
+            })?;
+        if value.bytes.len() as u64 != len {
+            return Err(Error::corrupt(
+                key,
+                format!(
+                    "chunk range {offset}+{len} lies past the end of {}",
+                    shown()
+                ),
+            ));
+        }
+        Ok(Value {
+            bytes: value.bytes,
+            version: at.version.clone(),
+        })
+    }
+
     fn read_virtual(
         &self,
         key: &str,
@@ -645,10 +715,24 @@ impl Repo {
         inner: &str,
         range: Option<ByteRange>,
     ) -> Result<Option<Value>> {
-        if let Some((path, coords, ChunkPayload::Virtual(chunk))) = payload(at, inner) {
-            return self
-                .read_virtual(key, at, (&path, &coords), &chunk, range)
-                .map(Some);
+        match payload(at, inner) {
+            Some((path, coords, ChunkPayload::Virtual(chunk))) => {
+                return self
+                    .read_virtual(key, at, (&path, &coords), &chunk, range)
+                    .map(Some);
+            }
+            Some((_, _, ChunkPayload::Ref(chunk))) => {
+                return self.read_stored(key, at, &chunk, range).map(Some);
+            }
+            Some((_, _, ChunkPayload::Inline(bytes))) => {
+                let (from, len) =
+                    range.map_or((0, bytes.len() as u64), |r| r.clip(bytes.len() as u64));
+                return Ok(Some(Value {
+                    bytes: bytes[from as usize..(from + len) as usize].to_vec(),
+                    version: at.version.clone(),
+                }));
+            }
+            _ => {}
         }
         let label = &self.label;
         let range = match range {

@@ -164,10 +164,11 @@ mod remote {
             }
             let store = RemoteStore::connect(&url, cfg)?;
             // An Icechunk repository is known by its `repo` object.
-            if repositories && store.head("repo").ok().flatten().is_some() {
-                return Ok(Arc::new(IcechunkStore::open_url(&url, cfg)?));
-            }
+            let repository = repositories && store.head("repo").ok().flatten().is_some();
             let store = cached(Arc::new(store), cfg)?;
+            if repository {
+                return Ok(Arc::new(IcechunkStore::open_url(&url, cfg, store)?));
+            }
             if is_parquet_name(url.path()) {
                 let label = url.as_str().trim_end_matches('/');
                 if let Some(refs) = ReferenceStore::parquet(store.clone(), label, cfg)? {
