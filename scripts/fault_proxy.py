@@ -6,7 +6,8 @@
 Listens on a free port of 127.0.0.1 and forwards every connection to
 127.0.0.1:UPSTREAM_PORT. Prints one line, "PORT CONTROL_PORT", once both listen.
 Every HTTP request (a client chunk starting with a method) is counted by method (and
-GETs of anything but a metadata document also as DATA, listings, S3 or WebDAV, as LIST) and held for the added latency
+GETs of anything but a metadata document also as DATA, those of an Icechunk chunk object
+(a path with a `chunks/` folder) also as CHUNKS, listings, S3 or WebDAV, as LIST) and held for the added latency
 before it goes upstream. The control port takes one
 command per line and answers "ok ..." :
 
@@ -45,6 +46,8 @@ class Proxy:
                     self.counts["LIST"] = self.counts.get("LIST", 0) + 1
                 elif name == "GET" and last not in METADATA:
                     self.counts["DATA"] = self.counts.get("DATA", 0) + 1
+                    if "/chunks/" in target.split("?")[0]:
+                        self.counts["CHUNKS"] = self.counts.get("CHUNKS", 0) + 1
                 return True
         return False
 

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::mount::Mount;
-use common::servers::{azurite, azurite_put, s3s_fs};
+use common::servers::{azurite, azurite_put, nginx, s3s_fs, Proxy};
 use common::{assert_no_failures, manifest_at, sha256, try_cat, xattr, TempDir};
 use serde_json::Value;
 
@@ -309,6 +309,41 @@ fn a_repository_on_gcs_reads_at_every_version() {
             "an S3 option on gs://: {:?}",
             other.map(|b| b.len())
         )),
+    }
+    assert_no_failures(&failures);
+}
+
+/// Chunk objects are read through the store of the repository's location, so
+/// `--disk-cache` keeps them: a second mount of a repository on a web server reads every
+/// array without fetching one (the crate still reads refs, snapshots and manifests).
+#[test]
+fn a_second_mount_reads_chunk_objects_from_the_disk_cache() {
+    let (dir, m) = fixtures();
+    let server = nginx(&dir.join("icechunk"), false);
+    let proxy = Proxy::start(server.port, "python3");
+    let cache = TempDir::new("icechunk-disk-cache");
+    let cache_dir = cache.path().display().to_string();
+    let url = format!("{}/repo", proxy.url());
+    let args = ["--disk-cache", cache_dir.as_str()];
+    let main = version(&m, "branch", "main");
+    let total = main["arrays"].as_array().expect("arrays").len();
+    let mut failures = Vec::new();
+    for pass in ["cold", "warm"] {
+        proxy.command("reset");
+        let mount = Mount::new(Path::new(&url), &args);
+        let (good, errors) = read_all(&mount, "", main);
+        drop(mount);
+        if good != total {
+            failures.push(format!("{pass}: {good} of {total} read; {errors:?}"));
+        }
+        let fetched = proxy.requests("CHUNKS");
+        match pass {
+            "cold" if fetched == 0 => failures.push("cold: no chunk object fetched".into()),
+            "warm" if fetched > 0 => {
+                failures.push(format!("warm: {fetched} chunk objects fetched again"))
+            }
+            _ => {}
+        }
     }
     assert_no_failures(&failures);
 }
