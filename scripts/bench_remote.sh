@@ -25,8 +25,11 @@ if ! [ -x "$s3s_fs" ]; then
 fi
 remote_dir="$target_dir/bench-remote"
 rm -rf "$remote_dir"
-mkdir -p "$remote_dir/buckets"
-ln -s "$data" "$remote_dir/buckets/bench"
+mkdir -p "$remote_dir/buckets/bench"
+# The 10k-array hierarchy is read for its metadata only: its folder is served as it is.
+# The arrays read are put through the API (see serve_bucket): s3s-fs then answers a
+# ranged GET without hashing the whole object first.
+ln -s "$data/small_consolidated.zarr" "$remote_dir/buckets/bench/small_consolidated.zarr"
 
 # The 10k-array hierarchy with consolidated metadata (zarr-python writes it).
 consolidated="$data/small_consolidated.zarr"
@@ -53,6 +56,10 @@ s.sendall((sys.argv[2] + "\n").encode()); print(s.makefile().readline().strip())
 # proxy_count METHOD: requests of METHOD since the last reset.
 proxy_count() { proxy_cmd stats | tr ' ' '\n' | awk -F= -v m="$1" '$1 == m { n = $2 } END { print n + 0 }'; }
 for _ in $(seq 100); do "$py" -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])))' "$s3_port" 2>/dev/null && break; sleep 0.1; done
+for part in zarr.json raw zstd blosc sharded; do
+    "$py" scripts/s3_upload.py "http://127.0.0.1:$s3_port" bench "$big/$part" "big.zarr/$part" 2>>"$remote_dir/s3s-fs.log" \
+        || { remote_stop; die "putting big.zarr/$part into the bucket failed"; }
+done
 record r.meta.latency_ms "$latency_ms"
 s3_args=(--anonymous -o "endpoint=$endpoint,allow_http=true,region=us-east-1")
 rmnt="$mnt_root/remote"

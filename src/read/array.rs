@@ -82,6 +82,8 @@ impl Array {
             ..repr
         };
         let capacity = NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN);
+        let caps = store.caps();
+        let runs = crate::store::budget_for(caps.concurrency, caps.request_bytes);
         Ok(Array {
             id: super::scope::array_id(&store, &meta),
             decoding: super::scope::decoding(&meta),
@@ -94,7 +96,10 @@ impl Array {
             unit_repr,
             shard_indexes: Mutex::new(LruCache::new(capacity)),
             hinted_shards: Mutex::new(LruCache::new(capacity)),
-            spans: Spans::default(),
+            // A sequential read of a sharded array takes inner chunks from every shard
+            // of a shard layer at once (Morton order spreads a slab over each shard):
+            // room for every request in flight, and a run let go once all read.
+            spans: Spans::read_once(runs),
             fetched: AtomicU64::new(0),
         })
     }

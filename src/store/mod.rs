@@ -41,7 +41,7 @@ pub use references::ReferenceStore;
 pub use remote::RemoteStore;
 #[cfg(feature = "remote")]
 pub use sources::{Source, Sources};
-pub use spans::Spans;
+pub use spans::{budget_for, Spans};
 pub use zip::ZipStore;
 
 use std::io::Read;

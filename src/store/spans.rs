@@ -53,6 +53,13 @@ pub struct Spans {
     state: Mutex<State>,
 }
 
+/// Bytes of fetched runs kept for `requests` requests in flight of `request_bytes` each:
+/// a run is not pushed out by the others in flight before it is read (at least
+/// [`BUDGET`]).
+pub fn budget_for(requests: usize, request_bytes: u64) -> u64 {
+    (requests as u64).saturating_mul(request_bytes).max(BUDGET)
+}
+
 impl Default for Spans {
     fn default() -> Self {
         Spans::new(BUDGET)

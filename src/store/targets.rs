@@ -104,13 +104,6 @@ impl<K: Hash + Eq + 'static> Neighbours<K> {
     }
 }
 
-/// Bytes of fetched runs kept: enough for every request in flight.
-fn run_budget(cfg: &StoreConfig) -> u64 {
-    (cfg.max_requests as u64)
-        .saturating_mul(REQUEST_BYTES)
-        .max(super::spans::BUDGET)
-}
-
 impl Targets {
     /// References that may read under `prefixes` (the first is the base of relative
     /// ones), with the store options of `cfg`.
@@ -118,7 +111,7 @@ impl Targets {
         Targets {
             allowed: prefixes.into_iter().map(Allowed::new).collect(),
             cfg: cfg.clone(),
-            spans: Spans::read_once(run_budget(cfg)),
+            spans: Spans::read_once(super::spans::budget_for(cfg.max_requests, REQUEST_BYTES)),
         }
     }
 
