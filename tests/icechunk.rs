@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::mount::Mount;
-use common::servers::{azurite, azurite_put, nginx, s3s_fs, Proxy};
+use common::servers::{azurite, azurite_put, nginx, s3s_fs, Proxy, Server};
 use common::{assert_no_failures, manifest_at, sha256, try_cat, xattr, TempDir};
 use serde_json::Value;
 
@@ -214,13 +214,19 @@ fn check_cat_at_versions(url: &str, args: &[&str], m: &Value, per_version: usize
     failures
 }
 
+/// s3s-fs serving the fixture folder as bucket `bucket` (and the folder it serves).
+fn fixtures_bucket(dir: &Path, bucket: &str) -> (TempDir, Server) {
+    let buckets = TempDir::new("icechunk-buckets");
+    std::os::unix::fs::symlink(dir.join("icechunk"), buckets.path().join(bucket))
+        .expect("symlink bucket");
+    let server = s3s_fs(buckets.path(), None);
+    (buckets, server)
+}
+
 #[test]
 fn a_repository_on_s3_reads_at_every_version() {
     let (dir, m) = fixtures();
-    let buckets = TempDir::new("icechunk-buckets");
-    std::os::unix::fs::symlink(dir.join("icechunk"), buckets.path().join("ice"))
-        .expect("symlink bucket");
-    let s3 = s3s_fs(buckets.path(), None);
+    let (_buckets, s3) = fixtures_bucket(&dir, "ice");
     let options = format!("endpoint={},allow_http=true,region=us-east-1", s3.url());
     let url = "s3://ice/repo";
     let args = ["--anonymous", "-o", &options];
@@ -235,15 +241,7 @@ fn virtual_chunks_in_a_bucket_read_through_the_mount_and_cat_from_a_local_or_s3_
     let (dir, m) = fixtures();
     let repo = &m["virtual"];
     let bucket = &repo["in_bucket"];
-    let buckets = TempDir::new("icechunk-virtual-buckets");
-    std::os::unix::fs::symlink(
-        dir.join("icechunk"),
-        buckets
-            .path()
-            .join(bucket["bucket"].as_str().expect("bucket")),
-    )
-    .expect("symlink bucket");
-    let s3 = s3s_fs(buckets.path(), None);
+    let (_buckets, s3) = fixtures_bucket(&dir, bucket["bucket"].as_str().expect("bucket"));
     let options = format!("endpoint={},allow_http=true,region=us-east-1", s3.url());
     // The repository local, then in the bucket too; its chunks are in the bucket.
     let name = bucket["path"].as_str().expect("path");
@@ -289,10 +287,7 @@ fn a_repository_on_azure_reads_at_every_version() {
 #[test]
 fn a_repository_on_gcs_reads_at_every_version() {
     let (dir, m) = fixtures();
-    let buckets = TempDir::new("icechunk-gcs-buckets");
-    std::os::unix::fs::symlink(dir.join("icechunk"), buckets.path().join("ice"))
-        .expect("symlink bucket");
-    let server = s3s_fs(buckets.path(), None);
+    let (_buckets, server) = fixtures_bucket(&dir, "ice");
     let options = format!("google_base_url={},allow_http=true", server.url());
     let url = "gs://ice/repo";
     let args = ["--anonymous", "-o", &options];

@@ -33,7 +33,9 @@ use icechunk::Repository;
 use parking_lot::{Mutex, RwLock};
 
 use super::runtime::{block_on, on_runtime};
-use super::targets::{prefix_of, resolve, Neighbours, Prefix, Target, Targets};
+use super::targets::{
+    prefix_of, read_part, resolve, Neighbours, Prefix, Referred, Target, Targets,
+};
 use super::{
     ByteRange, Caps, FolderStore, Head, Listing, ReadAgain, Store, StoreConfig, Value, Version,
     SNAPSHOT_TAG,
@@ -134,10 +136,11 @@ impl IcechunkStore {
                 .find(|(k, _)| names.contains(&k.as_str()))
                 .map(|(_, v)| v.clone())
         };
+        // The bucket (or container) and the prefix in it, for the cloud schemes.
+        let bucket = url.host_str().unwrap_or_default().to_string();
+        let prefix = Some(url.path().trim_matches('/').to_string()).filter(|p| !p.is_empty());
         let storage = match url.scheme() {
             "s3" | "s3a" => {
-                let bucket = url.host_str().unwrap_or_default().to_string();
-                let prefix = url.path().trim_matches('/').to_string();
                 let endpoint = option(&["endpoint", "aws_endpoint", "aws_endpoint_url"]);
                 let mut options = icechunk::storage::S3Options::default()
                     .with_force_path_style(endpoint.is_some())
@@ -154,15 +157,13 @@ impl IcechunkStore {
                 block_on(icechunk::storage::new_s3_object_store_storage(
                     options,
                     bucket,
-                    (!prefix.is_empty()).then_some(prefix),
+                    prefix,
                     Some(s3_credentials(cfg)),
                     Vec::new(),
                     Vec::new(),
                 ))?
             }
             "az" | "azure" | "abfs" | "abfss" => {
-                let container = url.host_str().unwrap_or_default().to_string();
-                let prefix = url.path().trim_matches('/').to_string();
                 let emulator = option(&["use_emulator", "azure_storage_use_emulator"])
                     .is_some_and(|v| v == "true");
                 let account = option(&["account_name", "azure_storage_account_name"])
@@ -174,12 +175,7 @@ impl IcechunkStore {
                              AZURE_STORAGE_ACCOUNT_NAME in the environment)"
                         ))
                     })?;
-                // Every option is one of object_store's Azure keys (the crate would
-                // drop the others silently).
-                for (key, _) in &cfg.options {
-                    key.parse::<object_store::azure::AzureConfigKey>()
-                        .map_err(|e| Error::Invalid(format!("{label}: store option {key}: {e}")))?;
-                }
+                let options = options_as::<object_store::azure::AzureConfigKey>(&label, cfg)?;
                 let credentials = if cfg.anonymous {
                     icechunk::storage::AzureCredentials::Anonymous
                 } else {
@@ -187,21 +183,14 @@ impl IcechunkStore {
                 };
                 block_on(icechunk::storage::new_azure_blob_storage(
                     account,
-                    container,
-                    (!prefix.is_empty()).then_some(prefix),
+                    bucket,
+                    prefix,
                     Some(credentials),
-                    Some(cfg.options.iter().cloned().collect()),
+                    Some(options),
                 ))?
             }
             "gs" | "gcs" => {
-                let bucket = url.host_str().unwrap_or_default().to_string();
-                let prefix = url.path().trim_matches('/').to_string();
-                // Every option is one of object_store's GCS keys (the crate would drop the
-                // others silently).
-                for (key, _) in &cfg.options {
-                    key.parse::<object_store::gcp::GoogleConfigKey>()
-                        .map_err(|e| Error::Invalid(format!("{label}: store option {key}: {e}")))?;
-                }
+                let options = options_as::<object_store::gcp::GoogleConfigKey>(&label, cfg)?;
                 let credentials = if cfg.anonymous {
                     icechunk::storage::GcsCredentials::Anonymous
                 } else {
@@ -209,9 +198,9 @@ impl IcechunkStore {
                 };
                 icechunk::storage::new_gcs_storage(
                     bucket,
-                    (!prefix.is_empty()).then_some(prefix),
+                    prefix,
                     Some(credentials),
-                    Some(cfg.options.iter().cloned().collect()),
+                    Some(options),
                     Vec::new(),
                     Vec::new(),
                 )
@@ -369,6 +358,24 @@ impl IcechunkStore {
             }
         }
     }
+}
+
+/// The store options of `cfg` as keys `K` of one object_store backend: every option must
+/// be one (the crate would drop the others silently).
+fn options_as<K: std::str::FromStr>(
+    label: &str,
+    cfg: &StoreConfig,
+) -> Result<HashMap<String, String>>
+where
+    K::Err: std::fmt::Display,
+{
+    cfg.options
+        .iter()
+        .map(|(key, value)| match key.parse::<K>() {
+            Ok(_) => Ok((key.clone(), value.clone())),
+            Err(e) => Err(Error::Invalid(format!("{label}: store option {key}: {e}"))),
+        })
+        .collect()
 }
 
 /// Where the virtual chunks of `repo` may be read: under its virtual chunk containers,
@@ -537,8 +544,6 @@ impl Repo {
         Ok(resolve(&location, &Prefix::Local("/".into())))
     }
 
-    /// The virtual chunk `chunk` of key `key` (chunk `coords` of array `path` at `at`),
-    /// or part of it, read from its target under the allowed prefixes.
     /// Chunk `key` (or part of it, `range`) from its chunk object: `chunk.length` bytes at
     /// `chunk.offset` of `chunks/ID`.
     fn read_stored(
@@ -548,48 +553,39 @@ impl Repo {
         chunk: &ChunkRef,
         range: Option<ByteRange>,
     ) -> Result<Value> {
-        let object = format!("chunks/{}", chunk.id);
-        let (within, len) = range.map_or((0, chunk.length), |r| r.clip(chunk.length));
-        let offset = chunk
+        if chunk
             .offset
-            .checked_add(within)
-            .filter(|o| o.checked_add(len).is_some_and(|end| end <= i64::MAX as u64))
-            .ok_or_else(|| {
-                Error::corrupt(
-                    key,
-                    format!("chunk range {}+{} past 2^63", chunk.offset, chunk.length),
-                )
-            })?;
-        let shown = || format!("{}/{object}", self.label);
-        let value = self
-            .objects
-            .read(&object, Some(ByteRange::Span { offset, len }))
-            .map_err(|e| Error::Io {
-                key: key.to_string(),
-                source: std::io::Error::other(format!("chunk object {}: {e}", shown())),
-            })?
-            .ok_or_else(|| Error::Io {
-                key: key.to_string(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("chunk object {} is missing", shown()),
-                ),
-            })?;
-        if value.bytes.len() as u64 != len {
+            .checked_add(chunk.length)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
             return Err(Error::corrupt(
                 key,
-                format!(
-                    "chunk range {offset}+{len} lies past the end of {}",
-                    shown()
-                ),
+                format!("chunk range {}+{} past 2^63", chunk.offset, chunk.length),
             ));
         }
+        let object = format!("chunks/{}", chunk.id);
+        let what = Referred {
+            kind: "chunk",
+            noun: "object",
+            shown: format!("{}/{object}", self.label),
+        };
+        let value = read_part(
+            self.objects.as_ref(),
+            key,
+            &object,
+            &what,
+            chunk.offset,
+            Some(chunk.length),
+            range,
+        )?;
         Ok(Value {
             bytes: value.bytes,
             version: at.version.clone(),
         })
     }
 
+    /// The virtual chunk `chunk` of key `key` (chunk `coords` of array `path` at `at`),
+    /// or part of it, read from its target under the allowed prefixes.
     fn read_virtual(
         &self,
         key: &str,

@@ -148,42 +148,12 @@ impl Targets {
                 });
             }
         }
-        let asked = match (len, range) {
-            (None, r) => r,
-            (Some(len), None) => Some(ByteRange::Span { offset, len }),
-            (Some(len), Some(r)) => {
-                let (o, l) = r.clip(len);
-                let offset = offset.checked_add(o).ok_or_else(|| {
-                    Error::corrupt(key, format!("reference range {offset}+{len} past 2^64"))
-                })?;
-                Some(ByteRange::Span { offset, len: l })
-            }
+        let what = Referred {
+            kind: "reference",
+            noun: "target",
+            shown: target.shown(),
         };
-        let value = store
-            .read(&tkey, asked)
-            .map_err(|e| Error::Io {
-                key: key.to_string(),
-                source: std::io::Error::other(format!("reference target {}: {e}", target.shown())),
-            })?
-            .ok_or_else(|| Error::Io {
-                key: key.to_string(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("reference target {} is missing", target.shown()),
-                ),
-            })?;
-        if let Some(ByteRange::Span { len: want, .. }) = asked {
-            if value.bytes.len() as u64 != want {
-                return Err(Error::corrupt(
-                    key,
-                    format!(
-                        "reference range {offset}+{want} lies past the end of {}",
-                        target.shown()
-                    ),
-                ));
-            }
-        }
-        Ok(value)
+        read_part(store.as_ref(), key, &tkey, &what, offset, len, range)
     }
 
     /// The `len` bytes `key` refers to (read as `tkey` of `store`), from the run of
@@ -363,6 +333,62 @@ impl Target {
             Target::Url(u) => u.clone(),
         }
     }
+}
+
+/// How [`read_part`] names what it reads in messages: the range as `KIND range`, the
+/// object as `KIND NOUN SHOWN` (`reference target URL`, `chunk object PATH`).
+pub(super) struct Referred {
+    pub kind: &'static str,
+    pub noun: &'static str,
+    pub shown: String,
+}
+
+/// The value of `key`, which refers to `len` bytes at `offset` of object `tkey` of
+/// `store` (the whole object when `len` is None), or to part of them (`range`): exactly
+/// those bytes, or an error naming `what`.
+pub(super) fn read_part(
+    store: &dyn Store,
+    key: &str,
+    tkey: &str,
+    what: &Referred,
+    offset: u64,
+    len: Option<u64>,
+    range: Option<ByteRange>,
+) -> Result<Value> {
+    let Referred { kind, noun, shown } = what;
+    let asked = match (len, range) {
+        (None, r) => r,
+        (Some(len), None) => Some(ByteRange::Span { offset, len }),
+        (Some(len), Some(r)) => {
+            let (o, l) = r.clip(len);
+            let offset = offset.checked_add(o).ok_or_else(|| {
+                Error::corrupt(key, format!("{kind} range {offset}+{len} past 2^64"))
+            })?;
+            Some(ByteRange::Span { offset, len: l })
+        }
+    };
+    let value = store
+        .read(tkey, asked)
+        .map_err(|e| Error::Io {
+            key: key.to_string(),
+            source: std::io::Error::other(format!("{kind} {noun} {shown}: {e}")),
+        })?
+        .ok_or_else(|| Error::Io {
+            key: key.to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{kind} {noun} {shown} is missing"),
+            ),
+        })?;
+    if let Some(ByteRange::Span { len: want, .. }) = asked {
+        if value.bytes.len() as u64 != want {
+            return Err(Error::corrupt(
+                key,
+                format!("{kind} range {offset}+{want} lies past the end of {shown}"),
+            ));
+        }
+    }
+    Ok(value)
 }
 
 impl Allowed {
