@@ -631,6 +631,71 @@ fn a_chunk_two_versions_share_is_fetched_and_decoded_once() {
     );
 }
 
+/// Without `--versions` one version is shown, and an array read through leaves the decoded
+/// cache chunk by chunk as for any store (a second read decodes, and so fetches, again),
+/// so that reading a large array keeps the daemon at a few hundred MiB; with
+/// `--versions` its chunks stay for the other versions that may share them. Read
+/// through the library: no kernel page cache between the reads.
+#[test]
+fn served_chunks_stay_in_the_decoded_cache_only_where_other_versions_are_shown() {
+    use zarrfs::fs::{FsOptions, ZarrFs, ROOT};
+    use zarrfs::hierarchy::Hierarchy;
+    use zarrfs::store::{StoreConfig, VersionChoice};
+
+    let (dir, m) = fixtures();
+    let path = dir.join(m["repos"][0]["path"].as_str().expect("path"));
+    let main = version(&m, "branch", "main");
+    let expected = array(main, "temperature")["sha256"]["C_little"].clone();
+    let fetched_by_read = |all: bool| -> Vec<u64> {
+        let cfg = StoreConfig {
+            icechunk: VersionChoice {
+                all,
+                ..VersionChoice::default()
+            },
+            ..StoreConfig::default()
+        };
+        let store = zarrfs::store::open(path.to_str().expect("utf-8 path"), &cfg).expect("open");
+        let options = FsOptions {
+            layout: zarrfs::read::view::Layout::default(),
+            cache_bytes: 64 << 20,
+            prefetch_threads: 1,
+            views: Default::default(),
+        };
+        let fs = ZarrFs::new(Hierarchy::open(store).expect("hierarchy"), options, "repo");
+        let ino = fs.lookup(ROOT, "temperature").expect("lookup").ino;
+        let fetched = || -> u64 {
+            let v = fs
+                .getxattr(ino, "user.zarrfs.bytes_fetched")
+                .expect("xattr");
+            String::from_utf8_lossy(&v).parse().expect("a number")
+        };
+        let mut after = Vec::new();
+        for _ in 0..2 {
+            let fh = fs.open(ino).expect("open");
+            let size = fs.getattr(ino).expect("getattr").size as usize;
+            let bytes = fs.read(fh, 0, size).expect("read");
+            fs.release(fh);
+            assert_eq!(
+                Value::from(sha256(&bytes)),
+                expected,
+                "all {all}: wrong bytes"
+            );
+            after.push(fetched());
+        }
+        after
+    };
+    let shown_alone = fetched_by_read(false);
+    assert!(
+        shown_alone[0] > 0 && shown_alone[1] == 2 * shown_alone[0],
+        "without --versions, bytes fetched after each read: {shown_alone:?}"
+    );
+    let with_versions = fetched_by_read(true);
+    assert!(
+        with_versions[0] > 0 && with_versions[1] == with_versions[0],
+        "with --versions, bytes fetched after each read: {with_versions:?}"
+    );
+}
+
 /// Move branch `branch` of the repository at `repo` to `snapshot`, through the icechunk
 /// Python package.
 fn reset_branch(repo: &Path, branch: &str, snapshot: &str) {

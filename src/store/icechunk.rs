@@ -10,9 +10,10 @@
 //! cache; the crate only looks up where it is. Virtual chunks (byte ranges of NetCDF/HDF5 files)
 //! are read by zarrfs itself, as a reference set's chunks are ([`Targets`]): only under
 //! the allowed prefixes (the repository's virtual chunk containers, narrowed or added to
-//! with `--virtual-prefix`), neighbouring chunks of a remote file in one request. A
-//! chunk's identity (its chunk object and range, or its file, range and checksum) names
-//! it in caches shared by versions, so a chunk two versions share is decoded once.
+//! with `--virtual-prefix`), neighbouring chunks of a remote file in one request. With
+//! `--versions`, a chunk's identity (its chunk object and range, or its file, range and
+//! checksum) names it in caches shared by versions, so a chunk two versions share is
+//! decoded once.
 //!
 //! A branch moves: with a refresh interval its tip is read again once per interval (and
 //! at `zarrfs refresh`), and the tree follows it. What was read at a snapshot goes on
@@ -927,8 +928,12 @@ impl Store for AtSnapshot {
         self.shared.identity(&self.at, self.inner(key))
     }
 
+    /// With `--versions` only: there, another version's file may read a shared chunk
+    /// next, so the cache names it by its identity and keeps it once served (see
+    /// `read::view`). One version shown at a time has no such reader, and keeping
+    /// what was served would hold a whole array read through in memory.
     fn names_bytes(&self) -> bool {
-        true
+        self.all
     }
 
     fn will_need(&self, _key: &str) {}
