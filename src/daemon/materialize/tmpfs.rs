@@ -166,4 +166,27 @@ mod tests {
         assert!(!reports_free_pages(&root), "too short to say");
         std::fs::remove_dir_all(&root).unwrap();
     }
+
+    /// Both kinds of tmpfs mount (the tests run as root) and hold what is written.
+    #[test]
+    fn copies_in_huge_and_small_pages_keep_their_bytes() {
+        use std::os::unix::fs::FileExt;
+        for huge in [true, false] {
+            let place = std::env::temp_dir()
+                .join(format!("zarrfs-copies-test-{}-{huge}", std::process::id()));
+            let dir = mount_detached(&place, 64 << 20, huge)
+                .unwrap_or_else(|e| panic!("tmpfs with huge pages {huge}: {e}"));
+            assert!(!place.exists(), "the mount point is removed once detached");
+            let file = tmpfile_in(&dir).unwrap();
+            let bytes: Vec<u8> = (0..(5 << 20) + 7).map(|i| (i % 251) as u8).collect();
+            file.set_len(bytes.len() as u64).unwrap();
+            // Written as reads are served: out of order, in pieces.
+            let (head, tail) = bytes.split_at(3 << 20);
+            file.write_all_at(tail, head.len() as u64).unwrap();
+            file.write_all_at(head, 0).unwrap();
+            let mut back = vec![0u8; bytes.len()];
+            file.read_exact_at(&mut back, 0).unwrap();
+            assert!(back == bytes, "huge pages {huge}: bytes differ");
+        }
+    }
 }
