@@ -39,7 +39,7 @@ impl Backings {
         match mount_detached(&place, budget, huge) {
             Ok(dir) => Backings { dir: Some(dir) },
             Err(e) => {
-                log::info!("materialize: copies in memfds (4 KiB pages): huge-page tmpfs: {e}");
+                log::info!("materialize: copies in memfds (4 KiB pages): tmpfs: {e}");
                 Backings { dir: None }
             }
         }
@@ -54,8 +54,8 @@ impl Backings {
     }
 }
 
-/// Mount a huge-page tmpfs on a new directory at `place`, keep a handle on its root,
-/// detach it and remove the directory.
+/// Mount a tmpfs (in huge pages when `huge`, else in 4 KiB pages) on a new directory
+/// at `place`, keep a handle on its root, detach it and remove the directory.
 fn mount_detached(place: &Path, budget: u64, huge: bool) -> io::Result<File> {
     std::fs::DirBuilder::new().mode(0o700).create(place)?;
     let result = mount_and_open(place, budget, huge);
