@@ -361,6 +361,18 @@ impl IcechunkStore {
     }
 }
 
+/// A chunk's byte range (`kind` names it in the error) must end below 2^63: stores and
+/// servers take offsets as signed 64-bit numbers.
+fn below_2_63(key: &str, kind: &str, offset: u64, length: u64) -> Result<()> {
+    match offset.checked_add(length) {
+        Some(end) if end <= i64::MAX as u64 => Ok(()),
+        _ => Err(Error::corrupt(
+            key,
+            format!("{kind} range {offset}+{length} past 2^63"),
+        )),
+    }
+}
+
 /// The store options of `cfg` as keys `K` of one object_store backend: every option must
 /// be one (the crate would drop the others silently).
 fn options_as<K: std::str::FromStr>(
@@ -554,16 +566,7 @@ impl Repo {
         chunk: &ChunkRef,
         range: Option<ByteRange>,
     ) -> Result<Value> {
-        if chunk
-            .offset
-            .checked_add(chunk.length)
-            .is_none_or(|end| end > i64::MAX as u64)
-        {
-            return Err(Error::corrupt(
-                key,
-                format!("chunk range {}+{} past 2^63", chunk.offset, chunk.length),
-            ));
-        }
+        below_2_63(key, "chunk", chunk.offset, chunk.length)?;
         let object = format!("chunks/{}", chunk.id);
         let what = Referred {
             kind: "chunk",
@@ -595,19 +598,7 @@ impl Repo {
         chunk: &VirtualChunkRef,
         range: Option<ByteRange>,
     ) -> Result<Value> {
-        if chunk
-            .offset
-            .checked_add(chunk.length)
-            .is_none_or(|end| end > i64::MAX as u64)
-        {
-            return Err(Error::corrupt(
-                key,
-                format!(
-                    "virtual chunk range {}+{} past 2^63",
-                    chunk.offset, chunk.length
-                ),
-            ));
-        }
+        below_2_63(key, "virtual chunk", chunk.offset, chunk.length)?;
         let target = self.target(key, chunk.location.url())?;
         let grouped = target.clone();
         // A chunk with a checksum is read alone: its own read tells its version.
