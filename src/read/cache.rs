@@ -176,35 +176,12 @@ impl ChunkCache {
 
     /// Run a claimed background load of `key` (about `size` bytes decoded), unless the
     /// chunk was served whole since it was claimed (a reader got there first), is
-    /// present or loading, or would need room that chunks in use hold. The load is
-    /// led before the key leaves the queue: a reader that loads and serves the chunk
-    /// meanwhile finds it queued and records it as served, so it is not loaded twice.
+    /// present, or would need room that chunks in use hold.
     pub fn prefetch(&self, key: &ChunkKey, size: usize, load: impl FnOnce() -> Result<ChunkData>) {
-        let pending = {
-            let mut loading = self.loading.lock();
-            if loading.contains_key(key) {
-                drop(loading);
-                self.inner.lock().queued.remove(key);
-                return;
-            }
-            let pending = Arc::new(Pending::default());
-            loading.insert(key.clone(), pending.clone());
-            pending
-        };
-        let mut leader = Leader {
-            cache: self,
-            key,
-            pending: &pending,
-            chunk: None,
-        };
         {
             let mut inner = self.inner.lock();
             inner.queued.remove(key);
-            if inner.served.pop(key).is_some() {
-                return;
-            }
-            if let Some(entry) = inner.lru.peek(key) {
-                leader.chunk = Some(entry.chunk.clone());
+            if inner.served.pop(key).is_some() || inner.lru.contains(key) {
                 return;
             }
             if !Self::make_room(&mut inner, self.budget, size) {
@@ -212,7 +189,7 @@ impl ChunkCache {
             }
         }
         // Errors surface when a reader asks for the chunk.
-        let _ = self.lead(leader, load);
+        let _ = self.get_or_load(key, load);
     }
 
     /// The chunk at `key`, loading it with `load` on a miss (once, however many ask).
@@ -247,25 +224,16 @@ impl ChunkCache {
             // The leader failed: report our own error.
             return load().map(Arc::new);
         }
-        let leader = Leader {
+        // Waiters are released however the load ends, a panic included.
+        let mut leader = Leader {
             cache: self,
             key,
             pending: &pending,
             chunk: None,
         };
-        self.lead(leader, load)
-    }
-
-    /// Load the chunk `leader` leads the load of, and keep it: waiters are released
-    /// however the load ends, a panic included.
-    fn lead(
-        &self,
-        mut leader: Leader<'_>,
-        load: impl FnOnce() -> Result<ChunkData>,
-    ) -> Result<Arc<ChunkData>> {
         let result = load().map(Arc::new);
         if let Ok(chunk) = &result {
-            self.insert(leader.key.clone(), chunk.clone());
+            self.insert(key.clone(), chunk.clone());
             leader.chunk = Some(chunk.clone());
         }
         drop(leader);
