@@ -2,6 +2,7 @@
 //! and its mapping to an errno.
 
 use std::io;
+use std::sync::Arc;
 
 /// Everything that can go wrong between a request and the store.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +25,17 @@ pub enum Error {
     /// An I/O failure reading the store.
     #[error("{key}: {source}")]
     Io { key: String, source: io::Error },
+    /// A failure of a subsystem's own kind at `key` (a store's: a reference target out of
+    /// bounds, the Icechunk crate's), with its source chain.
+    #[error("{key}: {source}")]
+    Failed {
+        key: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A failure computed once and shared by every reader that waited for it (a run of
+    /// neighbouring ranges, a references file, a target's store), seen at `key`.
+    #[error("{key}: {source}")]
+    Shared { key: String, source: Arc<Error> },
     /// A request that does not make sense for this node (e.g. reading a group).
     #[error("{0}")]
     Invalid(String),
@@ -63,6 +75,25 @@ impl Error {
         }
     }
 
+    /// A subsystem's failure at `key`.
+    pub fn failed(
+        key: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Failed {
+            key: key.into(),
+            source: Box::new(source),
+        }
+    }
+
+    /// `source`, computed once and shared, as seen at `key`.
+    pub fn shared(key: impl Into<String>, source: &Arc<Error>) -> Self {
+        Error::Shared {
+            key: key.into(),
+            source: source.clone(),
+        }
+    }
+
     /// Attach a store key to an error raised without one (codec errors carry "" until
     /// the array layer knows which chunk it was decoding).
     pub fn at_key(self, key: &str) -> Self {
@@ -86,6 +117,7 @@ impl Error {
     /// The errno a filesystem caller sees for this error.
     pub fn errno(&self) -> i32 {
         match self {
+            Error::Shared { source, .. } => source.errno(),
             Error::NotFound(_) => libc::ENOENT,
             Error::ReadOnly => libc::EROFS,
             Error::Invalid(_) => libc::EINVAL,

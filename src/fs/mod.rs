@@ -678,12 +678,9 @@ impl ZarrFs {
     /// `user.zarrfs.snapshot`: the snapshot of a versioned repository that the node at
     /// `path` was read from.
     fn snapshot_attribute(&self, path: &str) -> Option<(String, String)> {
-        match self.hierarchy.version(path).ok()?.0 {
-            crate::store::Version::Tag(tag) => tag
-                .strip_prefix(crate::store::SNAPSHOT_TAG)
-                .map(|id| ("user.zarrfs.snapshot".to_string(), id.to_string())),
-            _ => None,
-        }
+        let version = self.hierarchy.version(path).ok()?.0;
+        let id = version.snapshot()?;
+        Some(("user.zarrfs.snapshot".to_string(), id.to_string()))
     }
 
     /// `user.zarrfs.views`: for every view of the mount, its file or why there is none.

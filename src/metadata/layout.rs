@@ -123,10 +123,9 @@ pub fn detect(store: &dyn Store) -> Result<Option<Detected>> {
 
 /// Combine the versions of the documents one node was read from.
 fn joined(a: Version, b: Option<&Version>) -> Version {
-    match (a, b) {
-        (a, None) => a,
-        (Version::Tag(a), Some(Version::Tag(b))) => Version::Tag(format!("{a}+{b}")),
-        _ => Version::Unknown,
+    match b {
+        None => a,
+        Some(b) => Version::joined(a, b),
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::{Arc, LazyLock};
 use parking_lot::Mutex;
 
 use crate::metadata::ArrayMetadata;
-use crate::store::{Store, Version};
+use crate::store::Store;
 
 /// Ids remembered at most; the table starts over when full (an array opened again then
 /// gets a new id: its units are decoded again, never mixed up).
@@ -57,13 +57,13 @@ pub fn decoding(meta: &ArrayMetadata) -> String {
 
 /// The id of the array of `meta` read from `store`.
 pub fn array_id(store: &Arc<dyn Store>, meta: &ArrayMetadata) -> u64 {
-    let Version::Tag(tag) = &meta.version else {
+    if !meta.version.is_known() {
         return NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    };
+    }
     // The store's address tells two stores apart while both are alive, which is as long
     // as any cache holding their units.
     let store = Arc::as_ptr(store) as *const () as usize;
-    id_of((store, meta.meta_key.clone(), tag.clone()))
+    id_of((store, meta.meta_key.clone(), meta.version.to_string()))
 }
 
 #[cfg(test)]
@@ -71,7 +71,7 @@ mod tests {
     use super::*;
     use crate::hierarchy::Hierarchy;
     use crate::read::array::Array;
-    use crate::store::MemoryStore;
+    use crate::store::{MemoryStore, Version};
 
     fn store() -> Arc<dyn Store> {
         let mut store = MemoryStore::new();
@@ -90,11 +90,7 @@ mod tests {
     fn an_array_is_named_by_its_store_metadata_key_and_metadata_version() {
         let store = store();
         let meta = Hierarchy::open(store.clone()).unwrap().array("").unwrap();
-        assert!(
-            matches!(meta.version, Version::Tag(_)),
-            "{:?}",
-            meta.version
-        );
+        assert!(meta.version.is_known(), "{:?}", meta.version);
         let id = |meta: &Arc<ArrayMetadata>, store: &Arc<dyn Store>| {
             Array::open(meta.clone(), store.clone()).unwrap().id()
         };
@@ -102,7 +98,7 @@ mod tests {
         assert_eq!(id(&meta, &store), id(&meta, &store));
         // A new version of its metadata: new units.
         let mut changed = (*meta).clone();
-        changed.version = Version::Tag("rewritten".into());
+        changed.version = Version::Label("rewritten".into());
         assert_ne!(id(&Arc::new(changed), &store), id(&meta, &store));
         // Unknown versions never share.
         let mut unknown = (*meta).clone();
@@ -156,7 +152,7 @@ mod tests {
         let a = open((*meta).clone());
         // Another version, grown: chunk 0 is the same object.
         let mut grown = (*meta).clone();
-        grown.version = Version::Tag("grown".into());
+        grown.version = Version::Label("grown".into());
         grown.shape = vec![6];
         let b = open(grown);
         assert_ne!(a.id(), b.id());
@@ -167,7 +163,7 @@ mod tests {
         assert_ne!(a.unit_id(&[1]), b.unit_id(&[1]));
         // The same object decoded another way (another data type): other units.
         let mut other = (*meta).clone();
-        other.version = Version::Tag("retyped".into());
+        other.version = Version::Label("retyped".into());
         other.dtype_json = serde_json::json!("uint16");
         assert_ne!(open(other).unit_id(&[0]), a.unit_id(&[0]));
     }

@@ -1,48 +1,42 @@
-//! Where bytes come from: a small read-only key/value store trait and its backends (a
-//! local folder, object storage and HTTP on shared per-host sources, zip archives in
-//! either, kerchunk reference sets whose keys resolve to byte ranges of other files,
-//! Icechunk repositories, memory for tests), and the coalescing of neighbouring byte ranges of one object
-//! into one request (`spans.rs`).
+//! Where bytes come from: a small read-only key/value store trait (with the value, version,
+//! range and listing types it speaks in), and its implementations by kind, each kind using
+//! only those after it: `open` (a STORE argument to a namespace), `namespace/` (stores
+//! built on sources: zip archives, reference sets and their targets, Icechunk
+//! repositories), `connect` (a location to a source with its adapters), `adapter/` (what
+//! wraps a source: the disk cache, the coalescing of neighbouring byte ranges of one object
+//! into one request), `source/` (where bytes are: a local folder, memory, a blob, object
+//! storage and web servers on shared per-host sources). `location`, `options` and this
+//! file lie beneath them all.
 
-#[cfg(feature = "remote")]
-mod backends;
-mod blob;
-mod disk_cache;
-mod folder;
-#[cfg(feature = "remote")]
-mod icechunk;
-mod memory;
-mod open;
+pub mod adapter;
+pub mod connect;
+mod error;
+pub mod location;
+pub mod namespace;
+pub mod open;
 mod options;
-mod references;
-mod references_live;
-mod references_parquet;
-#[cfg(feature = "remote")]
-mod remote;
-#[cfg(feature = "remote")]
-mod runtime;
-#[cfg(feature = "remote")]
-mod sources;
-mod spans;
-mod targets;
-mod zip;
+pub mod source;
+mod version;
 
-pub use blob::{Blob, FileBlob, StoreBlob};
-pub use disk_cache::DiskCache;
-pub use folder::FolderStore;
+pub use adapter::disk_cache::DiskCache;
+pub use adapter::spans::{budget_for, Spans};
+pub use error::StoreError;
+pub use location::Location;
 #[cfg(feature = "remote")]
-pub use icechunk::IcechunkStore;
-pub use memory::MemoryStore;
+pub use namespace::icechunk::IcechunkStore;
+pub use namespace::references::ReferenceStore;
+pub use namespace::zip::ZipStore;
 pub use open::{is_repository, open, short_name};
 pub use options::VersionChoice;
 pub use options::{is_secret_key, StoreConfig};
-pub use references::ReferenceStore;
+pub use source::blob::{Blob, FileBlob, StoreBlob};
+pub use source::folder::FolderStore;
+pub use source::memory::MemoryStore;
 #[cfg(feature = "remote")]
-pub use remote::RemoteStore;
+pub use source::remote::pool::{Source, Sources};
 #[cfg(feature = "remote")]
-pub use sources::{Source, Sources};
-pub use spans::{budget_for, Spans};
-pub use zip::ZipStore;
+pub use source::remote::RemoteStore;
+pub use version::Version;
 
 use std::io::Read;
 use std::sync::Arc;
@@ -129,58 +123,6 @@ pub struct Listing {
 pub struct Value {
     pub bytes: Vec<u8>,
     pub version: Version,
-}
-
-/// How a version tag names the snapshot of a versioned repository (Icechunk) that a
-/// value was read from: this prefix, then the snapshot's ID.
-pub const SNAPSHOT_TAG: &str = "icechunk snapshot ";
-
-/// What identifies the content of an object: a tag that changes whenever it does (a remote
-/// object's ETag, a local file's modification time and size, an archive's own version), or
-/// nothing when the store cannot tell.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Version {
-    /// A tag that changes whenever the value does.
-    Tag(String),
-    /// The store cannot tell.
-    Unknown,
-}
-
-impl Version {
-    /// The ETag the tag names (a remote object's: `etag:E modified:S`), unquoted.
-    pub fn etag(&self) -> Option<&str> {
-        let Version::Tag(tag) = self else {
-            return None;
-        };
-        let rest = tag.strip_prefix("etag:")?;
-        Some(
-            rest.rsplit_once(" modified:")
-                .map_or(rest, |(e, _)| e)
-                .trim_matches('"'),
-        )
-    }
-
-    /// The modification time (Unix seconds) the tag names: a local file's
-    /// (`mtime:S.N:size:L`), a remote object's (`etag:E modified:S`, or without an ETag
-    /// `size:L:NANOS`).
-    pub fn modified(&self) -> Option<i64> {
-        let Version::Tag(tag) = self else {
-            return None;
-        };
-        if let Some(rest) = tag.strip_prefix("mtime:") {
-            rest.split(['.', ':']).next()?.parse().ok()
-        } else if let Some((_, secs)) = tag.rsplit_once(" modified:") {
-            secs.parse().ok()
-        } else {
-            let nanos: i64 = tag
-                .strip_prefix("size:")?
-                .rsplit(':')
-                .next()?
-                .parse()
-                .ok()?;
-            Some(nanos.div_euclid(1_000_000_000))
-        }
-    }
 }
 
 /// What a store knows of an object without reading it: its size and version.

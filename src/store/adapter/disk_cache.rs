@@ -17,8 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-use super::{ByteRange, Caps, Head, Listing, Store, Value, Version};
 use crate::error::{Error, Result};
+use crate::store::{ByteRange, Caps, Head, Listing, Store, Value, Version};
 
 /// Versions remembered per process at most (the set starts over when full): a value read
 /// again in the same mount is not asked about again (the store is taken as unchanged while
@@ -121,13 +121,13 @@ impl DiskCache {
         Ok(v)
     }
 
-    fn entry_path(&self, key: &str, range: Option<ByteRange>, tag: &str) -> PathBuf {
+    fn entry_path(&self, key: &str, range: Option<ByteRange>, version: &Version) -> PathBuf {
         let mut h = Sha256::new();
         h.update(key.as_bytes());
         h.update([0]);
         h.update(format!("{range:?}").as_bytes());
         h.update([0]);
-        h.update(tag.as_bytes());
+        h.update(version.to_string().as_bytes());
         self.dir.join(hex(&h.finalize()[..20]))
     }
 
@@ -186,24 +186,21 @@ impl DiskCache {
     fn cached(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
         let tag = match self.head(key)? {
             None => return Ok(None),
-            Some(Head {
-                version: Version::Tag(tag),
-                ..
-            }) => tag,
+            Some(Head { version, .. }) if version.is_known() => version,
             Some(_) => return self.inner.read(key, range),
         };
         let path = self.entry_path(key, range, &tag);
         if let Some(bytes) = Self::hit(&path) {
             return Ok(Some(Value {
                 bytes,
-                version: Version::Tag(tag),
+                version: tag,
             }));
         }
         let got = self.inner.read(key, range)?;
         if let Some(Value {
             bytes,
-            version: Version::Tag(fetched),
-        }) = &got
+            version: fetched,
+        }) = got.as_ref().filter(|v| v.version.is_known())
         {
             // Filed under the version the bytes came with: when the object changed since
             // the HEAD, they are not the bytes of `tag`.
@@ -286,7 +283,7 @@ mod tests {
             let tag = tag.unwrap_or_else(|| self.tag.lock().clone());
             Ok(self.inner.lock().read(key, range)?.map(|v| Value {
                 bytes: v.bytes,
-                version: Version::Tag(tag),
+                version: Version::Label(tag),
             }))
         }
         fn list_dir(&self, prefix: &str) -> Result<Listing> {
@@ -295,7 +292,7 @@ mod tests {
         fn head(&self, key: &str) -> Result<Option<Head>> {
             Ok(self.inner.lock().head(key)?.map(|h| Head {
                 size: h.size,
-                version: Version::Tag(self.tag.lock().clone()),
+                version: Version::Label(self.tag.lock().clone()),
             }))
         }
         fn will_need(&self, _key: &str) {}

@@ -7,8 +7,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::{read_value, ByteRange, Caps, Head, Listing, Store, Value, Version};
 use crate::error::{Error, Result};
+use crate::store::{read_value, ByteRange, Caps, Head, Listing, Store, Value, Version};
 
 /// A read-only store over a directory tree.
 #[derive(Debug)]
@@ -112,25 +112,13 @@ fn is_missing(e: &io::Error) -> bool {
     )
 }
 
-/// A local file's version: its modification time and size, from the descriptor it is
-/// read through.
-pub(super) fn file_version(meta: &std::fs::Metadata) -> Version {
-    use std::os::unix::fs::MetadataExt;
-    Version::Tag(format!(
-        "mtime:{}.{:09}:size:{}",
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.len()
-    ))
-}
-
 impl Store for FolderStore {
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
         let Some(mut f) = self.open_file(key)? else {
             return Ok(None);
         };
         let meta = f.metadata().map_err(|e| io_err(key, e))?;
-        let version = file_version(&meta);
+        let version = Version::of_file(&meta);
         let bytes = match range {
             None => {
                 let size = meta.len();
@@ -159,7 +147,7 @@ impl Store for FolderStore {
         let meta = f.metadata().map_err(|e| io_err(key, e))?;
         Ok(Some(Head {
             size: meta.len(),
-            version: file_version(&meta),
+            version: Version::of_file(&meta),
         }))
     }
 

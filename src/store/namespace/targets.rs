@@ -9,30 +9,18 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
-use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use super::{ByteRange, FolderStore, Spans, Store, StoreConfig, Value, Version, REQUEST_BYTES};
 use crate::error::{Error, Result};
+use crate::store::adapter::spans::{budget_for, Spans};
+use crate::store::location::Location;
+use crate::store::source::folder::FolderStore;
+use crate::store::{ByteRange, Store, StoreConfig, StoreError, Value, Version, REQUEST_BYTES};
 
 /// An allowed prefix and the store that reads under it, made at first use.
 struct Allowed {
-    prefix: Prefix,
-    store: OnceLock<std::result::Result<Arc<dyn Store>, String>>,
-}
-
-/// Where references may point: a local folder, or a URL ending in `/`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Prefix {
-    Local(PathBuf),
-    Url(String),
-}
-
-/// A target of a reference: a local path or a URL, lexically normalized.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Target {
-    Local(PathBuf),
-    Url(String),
+    prefix: Location,
+    store: OnceLock<std::result::Result<Arc<dyn Store>, Arc<Error>>>,
 }
 
 /// The allowed prefixes of a set of references, and the runs fetched from their targets.
@@ -58,7 +46,7 @@ pub(super) struct Near<'a> {
 /// The byte ranges a set of chunks reads in each target, and the place of each chunk
 /// (by its key `K`) among its target's: what [`Spans`] groups into runs.
 pub(super) struct Neighbours<K> {
-    ranges: BTreeMap<Target, Members>,
+    ranges: BTreeMap<Location, Members>,
     place: HashMap<K, usize>,
 }
 
@@ -73,7 +61,7 @@ impl<K> Default for Neighbours<K> {
 
 impl<K: Hash + Eq + 'static> Neighbours<K> {
     /// Chunk `key` reads `range` of `target` (`None`: a range that cannot be read).
-    pub(super) fn add(&mut self, key: K, target: Target, range: Option<(u64, u64)>) {
+    pub(super) fn add(&mut self, key: K, target: Location, range: Option<(u64, u64)>) {
         let ranges = self.ranges.entry(target).or_default();
         self.place.insert(key, ranges.len());
         ranges.push(range);
@@ -84,7 +72,7 @@ impl<K: Hash + Eq + 'static> Neighbours<K> {
     pub(super) fn near<Q>(
         self: &Arc<Self>,
         key: &Q,
-        target: &Target,
+        target: &Location,
         object: String,
     ) -> Option<Near<'static>>
     where
@@ -107,16 +95,16 @@ impl<K: Hash + Eq + 'static> Neighbours<K> {
 impl Targets {
     /// References that may read under `prefixes` (the first is the base of relative
     /// ones), with the store options of `cfg`.
-    pub(super) fn new(prefixes: Vec<Prefix>, cfg: &StoreConfig) -> Targets {
+    pub(super) fn new(prefixes: Vec<Location>, cfg: &StoreConfig) -> Targets {
         Targets {
             allowed: prefixes.into_iter().map(Allowed::new).collect(),
             cfg: cfg.clone(),
-            spans: Spans::read_once(super::spans::budget_for(cfg.max_requests, REQUEST_BYTES)),
+            spans: Spans::read_once(budget_for(cfg.max_requests, REQUEST_BYTES)),
         }
     }
 
     /// The first allowed prefix (the folder of a reference set).
-    pub(super) fn base(&self) -> Option<&Prefix> {
+    pub(super) fn base(&self) -> Option<&Location> {
         self.allowed.first().map(|a| &a.prefix)
     }
 
@@ -124,7 +112,7 @@ impl Targets {
     pub(super) fn any_remote(&self) -> bool {
         self.allowed
             .iter()
-            .any(|a| matches!(a.prefix, Prefix::Url(_)))
+            .any(|a| matches!(a.prefix, Location::Url(_)))
     }
 
     /// The value of `key`, which refers to `len` bytes at `offset` of `target` (the whole
@@ -133,7 +121,7 @@ impl Targets {
     pub(super) fn read<'a>(
         &'a self,
         key: &str,
-        target: &Target,
+        target: &Location,
         offset: u64,
         len: Option<u64>,
         range: Option<ByteRange>,
@@ -151,7 +139,7 @@ impl Targets {
         let what = Referred {
             kind: "reference",
             noun: "target",
-            shown: target.shown(),
+            shown: target.to_string(),
         };
         read_part(store.as_ref(), key, &tkey, &what, offset, len, range)
     }
@@ -193,37 +181,37 @@ impl Targets {
 
     /// The store that reads `target`, and its key there; an error naming the target when
     /// it lies under no allowed prefix.
-    pub(super) fn store_of(&self, key: &str, target: &Target) -> Result<(Arc<dyn Store>, String)> {
+    pub(super) fn store_of(
+        &self,
+        key: &str,
+        target: &Location,
+    ) -> Result<(Arc<dyn Store>, String)> {
         for a in &self.allowed {
-            let Some(rel) = a.prefix.contains(target) else {
+            let Some(rel) = a.prefix.relative(target) else {
                 continue;
             };
             let store = a
                 .store
-                .get_or_init(|| a.prefix.open(&self.cfg).map_err(|e| e.to_string()))
+                .get_or_init(|| open_prefix(&a.prefix, &self.cfg).map_err(Arc::new))
                 .clone()
-                .map_err(|e| Error::Io {
-                    key: key.to_string(),
-                    source: std::io::Error::other(e),
-                })?;
+                .map_err(|e| Error::shared(key, &e))?;
             return Ok((store, rel));
         }
-        Err(Error::Io {
-            key: key.to_string(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "reference target {} lies outside the allowed prefixes ({}; add one with --virtual-prefix)",
-                    target.shown(),
-                    self.allowed.iter().map(|a| a.prefix.shown()).collect::<Vec<_>>().join(", ")
-                ),
-            ),
-        })
+        Err(StoreError::NotAllowed {
+            target: target.to_string(),
+            allowed: self
+                .allowed
+                .iter()
+                .map(|a| a.prefix.as_folder().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+        .at(key))
     }
 }
 
 /// Where a set whose folder is `base` may read: there, and under `cfg.virtual_prefixes`.
-pub(super) fn allow_list(base: &Prefix, cfg: &StoreConfig) -> Result<Vec<Prefix>> {
+pub(super) fn allow_list(base: &Location, cfg: &StoreConfig) -> Result<Vec<Location>> {
     let mut allowed = vec![base.clone()];
     for p in &cfg.virtual_prefixes {
         allowed.push(prefix_of(p, base)?);
@@ -232,107 +220,28 @@ pub(super) fn allow_list(base: &Prefix, cfg: &StoreConfig) -> Result<Vec<Prefix>
 }
 
 /// The folder a reference file at `location` lies in: its allowed prefix by default.
-pub(super) fn base_of(location: &str) -> Prefix {
-    if let Some(url) = url_of(location) {
-        let cut = url.rfind('/').map_or(url.len(), |i| i + 1);
-        return Prefix::Url(url[..cut].to_string());
-    }
-    let path = Path::new(location.strip_prefix("file://").unwrap_or(location));
-    let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    Prefix::Local(real.parent().map(Path::to_path_buf).unwrap_or_default())
-}
-
-/// `text` when it is a URL of a remote scheme (not `file://`).
-fn url_of(text: &str) -> Option<String> {
-    let (scheme, rest) = text.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    (scheme != "file"
-        && !scheme.is_empty()
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '+'))
-    .then(|| format!("{scheme}://{}", normalize_url_path(rest)))
-}
-
-/// A URL's `host/path` with `.` and `..` segments resolved (never above the host).
-fn normalize_url_path(rest: &str) -> String {
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "." => {}
-            ".." => {
-                parts.pop();
-            }
-            s => parts.push(s),
+pub(super) fn base_of(location: &Location) -> Location {
+    match location {
+        Location::Local(path) => {
+            let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+            Location::Local(real).parent()
         }
-    }
-    format!("{host}/{}", parts.join("/"))
-}
-
-/// A local path with `.` and `..` resolved lexically (symlinks are the folder store's).
-fn normalize_path(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// A target as written in the reference set, resolved against `base`.
-pub(super) fn resolve(url: &str, base: &Prefix) -> Target {
-    if let Some(u) = url_of(url) {
-        return Target::Url(u);
-    }
-    let path = Path::new(url.strip_prefix("file://").unwrap_or(url));
-    match base {
-        _ if path.is_absolute() => Target::Local(normalize_path(path)),
-        Prefix::Local(dir) => Target::Local(normalize_path(&dir.join(path))),
-        Prefix::Url(u) => Target::Url(format!("{u}{}", url.trim_start_matches('/'))).normalized(),
+        url => url.parent(),
     }
 }
 
 /// A `--virtual-prefix` value as a prefix: a URL, or a local folder (relative to the
 /// reference set's folder when relative).
-pub(super) fn prefix_of(text: &str, base: &Prefix) -> Result<Prefix> {
-    if let Some(u) = url_of(text) {
-        let u = if u.ends_with('/') { u } else { format!("{u}/") };
-        return Ok(Prefix::Url(u));
-    }
-    let path = Path::new(text.strip_prefix("file://").unwrap_or(text));
-    let path = match base {
-        Prefix::Local(dir) if path.is_relative() => dir.join(path),
-        _ => path.to_path_buf(),
+pub(super) fn prefix_of(text: &str, base: &Location) -> Result<Location> {
+    let path = match (Location::parse(text), base) {
+        (url @ Location::Url(_), _) => return Ok(url.as_folder()),
+        (Location::Local(path), Location::Local(dir)) if path.is_relative() => dir.join(path),
+        (Location::Local(path), _) => path,
     };
     let real = path
         .canonicalize()
         .map_err(|e| Error::Invalid(format!("--virtual-prefix {text}: {e}")))?;
-    Ok(Prefix::Local(real))
-}
-
-impl Target {
-    fn normalized(self) -> Target {
-        match self {
-            Target::Url(u) => match url_of(&u) {
-                Some(n) => Target::Url(n),
-                None => Target::Url(u),
-            },
-            t => t,
-        }
-    }
-
-    pub(super) fn shown(&self) -> String {
-        match self {
-            Target::Local(p) => p.display().to_string(),
-            Target::Url(u) => u.clone(),
-        }
-    }
+    Ok(Location::Local(real))
 }
 
 /// How [`read_part`] names what it reads in messages: the range as `KIND range`, the
@@ -369,16 +278,22 @@ pub(super) fn read_part(
     };
     let value = store
         .read(tkey, asked)
-        .map_err(|e| Error::Io {
-            key: key.to_string(),
-            source: std::io::Error::other(format!("{kind} {noun} {shown}: {e}")),
+        .map_err(|e| {
+            StoreError::Referred {
+                kind,
+                noun,
+                shown: shown.clone(),
+                source: Box::new(e),
+            }
+            .at(key)
         })?
-        .ok_or_else(|| Error::Io {
-            key: key.to_string(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{kind} {noun} {shown} is missing"),
-            ),
+        .ok_or_else(|| {
+            StoreError::Missing {
+                kind,
+                noun,
+                shown: shown.clone(),
+            }
+            .at(key)
         })?;
     if let Some(ByteRange::Span { len: want, .. }) = asked {
         if value.bytes.len() as u64 != want {
@@ -392,7 +307,7 @@ pub(super) fn read_part(
 }
 
 impl Allowed {
-    fn new(prefix: Prefix) -> Allowed {
+    fn new(prefix: Location) -> Allowed {
         Allowed {
             prefix,
             store: OnceLock::new(),
@@ -400,64 +315,10 @@ impl Allowed {
     }
 }
 
-impl Prefix {
-    /// The key of `target` under this prefix, when it lies there.
-    fn contains(&self, target: &Target) -> Option<String> {
-        match (self, target) {
-            (Prefix::Local(dir), Target::Local(path)) if dir.is_absolute() => {
-                let rel = path.strip_prefix(dir).ok()?;
-                let key = rel.to_str()?.to_string();
-                (!key.is_empty()).then_some(key)
-            }
-            (Prefix::Url(prefix), Target::Url(url)) => {
-                let rel = url.strip_prefix(prefix.as_str())?;
-                (!rel.is_empty()).then(|| rel.to_string())
-            }
-            _ => None,
-        }
-    }
-
-    /// The store reading under this prefix.
-    fn open(&self, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
-        match self {
-            Prefix::Local(dir) => Ok(Arc::new(FolderStore::open(dir)?)),
-            Prefix::Url(url) => super::open::open_remote_prefix(url, cfg),
-        }
-    }
-
-    fn shown(&self) -> String {
-        match self {
-            Prefix::Local(p) => format!("{}/", p.display()),
-            Prefix::Url(u) => u.clone(),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets_resolve_lexically_and_must_lie_under_an_allowed_prefix() {
-        let base = Prefix::Local(PathBuf::from("/data/refs"));
-        assert_eq!(
-            resolve("nc/../../other.nc", &base),
-            Target::Local(PathBuf::from("/data/other.nc"))
-        );
-        assert_eq!(base.contains(&resolve("nc/../../other.nc", &base)), None);
-        assert_eq!(
-            base.contains(&resolve("file:///data/refs/nc/a.nc", &base)),
-            Some("nc/a.nc".to_string())
-        );
-        let s3 = Prefix::Url("s3://bucket/nc/".into());
-        assert_eq!(
-            s3.contains(&resolve("s3://bucket/nc/x/../a.nc", &base)),
-            Some("a.nc".to_string())
-        );
-        assert_eq!(
-            s3.contains(&resolve("s3://bucket/nc/../secret", &base)),
-            None
-        );
-        assert_eq!(s3.contains(&resolve("s3://bucket/ncx/a.nc", &base)), None);
+/// The store reading under the allowed prefix `prefix`.
+fn open_prefix(prefix: &Location, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+    match prefix {
+        Location::Local(dir) => Ok(Arc::new(FolderStore::open(dir)?)),
+        Location::Url(_) => crate::store::connect::folder(prefix, cfg),
     }
 }

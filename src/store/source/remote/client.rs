@@ -11,13 +11,8 @@ use object_store::http::HttpBuilder;
 use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
 use url::Url;
 
-use super::options::StoreConfig;
 use crate::error::{Error, Result};
-
-/// The URL schemes served by `object_store`.
-pub const SCHEMES: &[&str] = &[
-    "s3", "s3a", "gs", "gcs", "az", "azure", "abfs", "abfss", "http", "https",
-];
+use crate::store::options::StoreConfig;
 
 fn bad_option(url: &Url, key: &str, e: impl std::fmt::Display) -> Error {
     Error::Invalid(format!("{}: store option {key}: {e}", url.scheme()))
@@ -47,6 +42,24 @@ fn options(cfg: &StoreConfig) -> Vec<(String, String)> {
     options
 }
 
+/// Store options, each parsed as a configuration key `K` of the URL's backend: an
+/// option that is none is refused, naming it.
+pub fn config_keys<K: std::str::FromStr>(
+    url: &Url,
+    options: &[(String, String)],
+) -> Result<Vec<(K, String)>>
+where
+    K::Err: std::fmt::Display,
+{
+    options
+        .iter()
+        .map(|(k, v)| match k.parse::<K>() {
+            Ok(key) => Ok((key, v.clone())),
+            Err(e) => Err(bad_option(url, k, e)),
+        })
+        .collect()
+}
+
 /// A cloud client: its builder from the environment, then the URL, timeouts, retries and
 /// the store options, each parsed as one of the backend's configuration keys.
 macro_rules! cloud {
@@ -55,8 +68,7 @@ macro_rules! cloud {
             .with_url($url.as_str())
             .with_client_options(client($cfg))
             .with_retry(retry($cfg));
-        for (k, v) in options($cfg) {
-            let key: $key = k.parse().map_err(|e| bad_option($url, &k, e))?;
+        for (key, v) in config_keys::<$key>($url, &options($cfg))? {
             b = b.with_config(key, v);
         }
         Arc::new(
@@ -85,8 +97,7 @@ pub fn build(url: &Url, cfg: &StoreConfig) -> Result<Arc<dyn ObjectStore>> {
         "http" | "https" => {
             // An http:// URL asks for plain HTTP.
             let mut options = client(cfg).with_allow_http(url.scheme() == "http");
-            for (k, v) in &cfg.options {
-                let key: ClientConfigKey = k.parse().map_err(|e| bad_option(url, k, e))?;
+            for (key, v) in config_keys::<ClientConfigKey>(url, &cfg.options)? {
                 options = options.with_config(key, v);
             }
             let origin = url.origin().ascii_serialization();

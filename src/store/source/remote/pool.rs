@@ -14,10 +14,10 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Semaphore, SemaphorePermit};
 use url::Url;
 
-use super::options::{Secrets, StoreConfig};
-use super::runtime::{block_on, on_runtime};
-use super::{Value, Version, MAX_VALUE};
 use crate::error::{Error, Result};
+use crate::store::options::{Secrets, StoreConfig};
+use crate::store::source::remote::runtime::{block_on, on_runtime};
+use crate::store::{Value, Version, MAX_VALUE};
 
 /// A failed request, as an I/O error naming what was asked for.
 pub(super) fn failure(what: &str, why: String) -> Error {
@@ -268,14 +268,16 @@ impl Source {
 /// which a virtual chunk's recorded time is checked against), or without an ETag its
 /// size and modification time.
 pub(super) fn version_of(meta: &ObjectMeta) -> Version {
-    Version::Tag(match &meta.e_tag {
-        Some(tag) => format!("etag:{tag} modified:{}", meta.last_modified.timestamp()),
-        None => format!(
-            "size:{}:{}",
-            meta.size,
-            meta.last_modified.timestamp_nanos_opt().unwrap_or(0)
-        ),
-    })
+    match &meta.e_tag {
+        Some(tag) => Version::ETag {
+            etag: tag.clone(),
+            modified: meta.last_modified.timestamp(),
+        },
+        None => Version::Object {
+            size: meta.size,
+            nanos: meta.last_modified.timestamp_nanos_opt().unwrap_or(0),
+        },
+    }
 }
 
 /// What a source is shared by: its origin and everything that shapes its client (the
@@ -333,7 +335,7 @@ impl Sources {
         if let Some(source) = sources.get(&key).and_then(Weak::upgrade) {
             return Ok(source);
         }
-        let client = super::backends::build(url, cfg)?;
+        let client = crate::store::source::remote::client::build(url, cfg)?;
         let source = Arc::new(Source::new(client, url, cfg));
         sources.retain(|_, s| s.strong_count() > 0);
         sources.insert(key, Arc::downgrade(&source));

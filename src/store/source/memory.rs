@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use super::{ByteRange, Caps, Head, Listing, Store, Value, Version};
 use crate::error::Result;
+use crate::store::{ByteRange, Caps, Head, Listing, Store, Value, Version};
 
 /// A read-only store over an in-memory map (filled before it is shared). Each value's
 /// version is the number of the `insert` that set it.
@@ -28,7 +28,7 @@ impl MemoryStore {
 }
 
 fn version(generation: u64) -> Version {
-    Version::Tag(format!("insert:{generation}"))
+    Version::Generation(generation)
 }
 
 impl Store for MemoryStore {

@@ -4,16 +4,20 @@
 //! failure an I/O error naming the key (never a credential: messages are scrubbed of
 //! secrets and URL queries).
 
+pub mod client;
+pub mod pool;
+pub mod runtime;
+
 use std::sync::Arc;
 
 use object_store::path::Path as ObjectPath;
 use object_store::GetRange;
 use url::Url;
 
-use super::options::StoreConfig;
-use super::sources::{failure, version_of, Source, Sources};
-use super::{ByteRange, Caps, Head, Listing, Store, Value, REQUEST_BYTES};
 use crate::error::{Error, Result};
+use crate::store::options::StoreConfig;
+use crate::store::{ByteRange, Caps, Head, Listing, Store, Value, REQUEST_BYTES};
+use pool::{failure, version_of, Source, Sources};
 
 /// A store under a URL prefix of a source.
 pub struct RemoteStore {

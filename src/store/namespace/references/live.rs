@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
-use super::{
-    ByteRange, Caps, Head, Listing, ReadAgain, ReferenceStore, Store, StoreConfig, Value, Version,
-};
+use super::ReferenceStore;
 use crate::error::{Error, Result};
+use crate::store::{ByteRange, Caps, Head, Listing, ReadAgain, Store, StoreConfig, Value, Version};
 
 pub struct LiveReferences {
     path: PathBuf,
@@ -77,10 +76,10 @@ impl Store for LiveReferences {
             key: label.clone(),
             source,
         })?;
-        if &super::folder::file_version(&meta) == self.current().version() {
+        if &Version::of_file(&meta) == self.current().version() {
             return Ok(());
         }
-        let next = match super::open::reference_file(&self.path, &self.cfg) {
+        let next = match ReferenceStore::from_file(&self.path, &self.cfg) {
             Ok(Some(next)) => Arc::new(next),
             Ok(None) => {
                 log::warn!("refresh: {label}: no longer a reference set; kept as read before");
@@ -105,11 +104,7 @@ impl Store for LiveReferences {
     fn at_version(&self, version: &Version) -> Option<Arc<dyn Store>> {
         // A v2 node's version joins those of its documents (`.zarray`+`.zattrs`), all
         // inline values of one reading.
-        let Version::Tag(tag) = version else {
-            return None;
-        };
-        let first = Version::Tag(tag.split('+').next()?.to_string());
-        let reading = self.kept.lock().get(&first).cloned()?;
+        let reading = self.kept.lock().get(version.first()).cloned()?;
         Some(reading)
     }
 }

@@ -5,16 +5,17 @@
 //! caller once, when complete, rather than once for every piece the server sends.
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use tokio::runtime::Runtime;
 
 use crate::error::{Error, Result};
+use crate::store::StoreError;
 
 /// Threads driving the network: requests are async, so two carry hundreds in flight.
 const IO_THREADS: usize = 2;
 
-static RUNTIME: OnceLock<std::result::Result<Runtime, String>> = OnceLock::new();
+static RUNTIME: OnceLock<std::result::Result<Runtime, Arc<std::io::Error>>> = OnceLock::new();
 
 fn runtime() -> Result<&'static Runtime> {
     RUNTIME
@@ -24,10 +25,10 @@ fn runtime() -> Result<&'static Runtime> {
                 .thread_name("zarrfs-io")
                 .enable_all()
                 .build()
-                .map_err(|e| e.to_string())
+                .map_err(Arc::new)
         })
         .as_ref()
-        .map_err(|e| Error::Invalid(format!("store runtime: {e}")))
+        .map_err(|e| StoreError::Runtime(e.clone()).at("store runtime"))
 }
 
 /// Run `future` on the store runtime and wait for it on this (non-runtime) thread.

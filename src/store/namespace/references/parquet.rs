@@ -16,8 +16,8 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;
 use serde_json::Value as Json;
 
-use super::{Store, Version};
 use crate::error::{Error, Result};
+use crate::store::{Store, Version};
 
 /// Parquet files of references kept decoded at once.
 const KEPT_FILES: usize = 8;
@@ -39,7 +39,7 @@ pub enum Row {
 /// A references file: its array and its number.
 type FileId = (String, u64);
 /// A references file being read or read.
-type Slot = Arc<OnceLock<std::result::Result<Arc<RefsFile>, String>>>;
+type Slot = Arc<OnceLock<std::result::Result<Arc<RefsFile>, Arc<Error>>>>;
 
 /// An array of the set: its chunk grid and the separator of its chunk keys.
 struct Grid {
@@ -155,26 +155,15 @@ impl ParquetRefs {
             };
             Ok(Arc::new(RefsFile::new(rows)))
         };
-        // The reader that read the file gets its error; those that waited, its message.
-        let mut own = None;
-        let got = slot
-            .get_or_init(|| {
-                read().map_err(|e| {
-                    let why = e.to_string();
-                    own = Some(e);
-                    why
-                })
-            })
-            .clone();
+        // Every reader of the file, the one that read it and those that waited, gets its
+        // error.
+        let got = slot.get_or_init(|| read().map_err(Arc::new)).clone();
         got.map_err(|why| {
             let mut files = self.files.lock();
             if files.peek(&id).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
                 files.pop(&id);
             }
-            own.unwrap_or_else(|| Error::Io {
-                key: label.clone(),
-                source: std::io::Error::other(why),
-            })
+            Error::shared(&label, &why)
         })
     }
 }

@@ -15,8 +15,8 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::{Value, Version};
 use crate::error::{Error, Result};
+use crate::store::{Value, Version};
 
 /// Bytes of fetched runs kept by default.
 pub const BUDGET: u64 = 64 << 20;
@@ -34,7 +34,7 @@ type Object = (String, Version);
 type Group = (Object, usize);
 
 /// A run being fetched or fetched: its bytes, or why they could not be had.
-type Slot = Arc<OnceLock<std::result::Result<Arc<Run>, String>>>;
+type Slot = Arc<OnceLock<std::result::Result<Arc<Run>, Arc<Error>>>>;
 
 /// A fetched run: the bytes of the object from `start`, the version they came from, and
 /// how many of its members are still to be read (a read-once run is let go when none is).
@@ -243,7 +243,7 @@ impl Spans {
                             unread: AtomicUsize::new(members),
                         })
                     })
-                    .map_err(|e| e.to_string())
+                    .map_err(Arc::new)
             })
             .clone();
         let run = match got {
@@ -257,10 +257,7 @@ impl Spans {
             Err(why) => {
                 // A failure is not kept: the next read asks the store again.
                 self.forget(&group, &slot);
-                return Err(Error::Io {
-                    key: key.to_string(),
-                    source: std::io::Error::other(why),
-                });
+                return Err(Error::shared(key, &why));
             }
         };
         let from = offset
@@ -297,7 +294,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn tag(t: &str) -> Version {
-        Version::Tag(t.into())
+        Version::Label(t.into())
     }
 
     #[test]

@@ -15,10 +15,10 @@ use parking_lot::Mutex;
 use rc_zip::fsm::{ArchiveFsm, EntryFsm, FsmResult};
 use rc_zip::parse::{Entry, EntryKind, Method};
 
-use super::blob::Blob;
-use super::spans::Spans;
-use super::{value_buffer, ByteRange, Caps, Head, Listing, Store, Value, MAX_VALUE};
 use crate::error::{Error, Result};
+use crate::store::adapter::spans::Spans;
+use crate::store::source::blob::Blob;
+use crate::store::{value_buffer, ByteRange, Caps, Head, Listing, Store, Value, MAX_VALUE};
 
 /// Bytes read at a time while parsing (the end record and central directory).
 const READ_BLOCK: u64 = 1 << 20;
@@ -517,7 +517,7 @@ mod tests {
             "mem.zip"
         }
         fn version(&self) -> Version {
-            Version::Tag("1".into())
+            Version::Label("1".into())
         }
         fn caps(&self) -> Caps {
             Caps {

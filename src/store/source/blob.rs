@@ -7,9 +7,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::folder::file_version;
-use super::{value_buffer, ByteRange, Caps, Store, Value, Version};
 use crate::error::{Error, Result};
+use crate::store::{value_buffer, ByteRange, Caps, Store, Value, Version};
 
 /// An object of known size read by ranges.
 pub trait Blob: Send + Sync {
@@ -55,7 +54,7 @@ impl FileBlob {
             file,
             size: meta.len(),
             name,
-            version: file_version(&meta),
+            version: Version::of_file(&meta),
         })
     }
 }

@@ -9,22 +9,28 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use base64::Engine;
 use serde_json::{Map, Value as Json};
 
-use super::references_parquet::{ParquetRefs, Row};
-use super::targets::{allow_list, base_of, resolve, Near, Neighbours, Prefix, Target, Targets};
-use super::{ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version, REQUEST_BYTES};
-use crate::error::{Error, Result};
+mod generate;
+pub mod live;
+mod parquet;
 
-/// Keys a `gen` entry may make at most (all entries together).
-const MAX_GENERATED: u64 = 10_000_000;
+use generate::Renderer;
+use parquet::{ParquetRefs, Row};
+
+use crate::error::{Error, Result};
+use crate::store::location::Location;
+use crate::store::namespace::targets::{allow_list, base_of, Near, Neighbours, Targets};
+use crate::store::{
+    ByteRange, Caps, Head, Listing, Store, StoreConfig, Value, Version, REQUEST_BYTES,
+};
+
 /// Bytes a reference file may hold, or expand to when compressed, at most.
 pub const MAX_REFERENCE_BYTES: u64 = 4 << 30;
-/// Template steps one rendering may take (minijinja's fuel).
-const TEMPLATE_FUEL: u64 = 100_000;
 
 /// What a key resolves to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +39,7 @@ enum Ref {
     Inline(Vec<u8>),
     /// `len` bytes at `offset` of target `target` (the whole target when `len` is None).
     Range {
-        target: Arc<Target>,
+        target: Arc<Location>,
         offset: u64,
         len: Option<u64>,
     },
@@ -122,7 +128,7 @@ impl ReferenceStore {
     /// The reference set in `bytes`, read from `location` (a local file's path or a URL),
     /// whose targets may lie under its own folder and under `cfg.virtual_prefixes`.
     pub fn parse(
-        location: &str,
+        location: &Location,
         bytes: Vec<u8>,
         version: Version,
         cfg: &StoreConfig,
@@ -144,7 +150,7 @@ impl ReferenceStore {
             cfg: cfg.clone(),
             neighbours: OnceLock::new(),
         };
-        let mut target_ids: BTreeMap<Target, Arc<Target>> = BTreeMap::new();
+        let mut target_ids: BTreeMap<Location, Arc<Location>> = BTreeMap::new();
         let (refs, templates, gen) = match doc.get("version").and_then(Json::as_u64) {
             Some(1) => (
                 match doc.get("refs") {
@@ -198,8 +204,8 @@ impl ReferenceStore {
         key: &str,
         value: &Json,
         renderer: &Renderer,
-        base: &Prefix,
-        ids: &mut BTreeMap<Target, Arc<Target>>,
+        base: &Location,
+        ids: &mut BTreeMap<Location, Arc<Location>>,
     ) -> Result<Ref> {
         let at = || format!("{}: {key}", self.label);
         match value {
@@ -262,10 +268,10 @@ impl ReferenceStore {
     fn target(
         &mut self,
         url: &str,
-        base: &Prefix,
-        ids: &mut BTreeMap<Target, Arc<Target>>,
-    ) -> Arc<Target> {
-        let t = resolve(url, base);
+        base: &Location,
+        ids: &mut BTreeMap<Location, Arc<Location>>,
+    ) -> Arc<Location> {
+        let t = base.join(url);
         ids.entry(t.clone()).or_insert_with(|| Arc::new(t)).clone()
     }
 
@@ -273,162 +279,6 @@ impl ReferenceStore {
         if let Refs::Json(refs) = &mut self.refs {
             refs.insert(key, r);
         }
-    }
-
-    /// The keys of the `gen` entries: each a cartesian product over its dimensions.
-    fn generate(
-        &mut self,
-        gen: &[Json],
-        renderer: &Renderer,
-        base: &Prefix,
-        ids: &mut BTreeMap<Target, Arc<Target>>,
-    ) -> Result<()> {
-        let label = self.label.clone();
-        let mut total: u64 = 0;
-        for entry in gen {
-            let field = |name: &str| -> Result<String> {
-                match entry.get(name) {
-                    Some(Json::String(s)) => Ok(s.clone()),
-                    Some(Json::Number(n)) => Ok(n.to_string()),
-                    _ => Err(Error::metadata(&label, format!("gen: no {name}"))),
-                }
-            };
-            let (key, url, offset, length) = (
-                field("key")?,
-                field("url")?,
-                field("offset")?,
-                field("length")?,
-            );
-            let Some(Json::Object(dims)) = entry.get("dimensions") else {
-                return Err(Error::metadata(&label, "gen: no dimensions"));
-            };
-            let mut axes: Vec<(String, Vec<i64>)> = Vec::new();
-            let mut count: u64 = 1;
-            for (name, spec) in dims {
-                let values = dimension(spec).ok_or_else(|| {
-                    Error::metadata(&label, format!("gen: dimension {name}: bad range {spec}"))
-                })?;
-                count = count.saturating_mul(values.len() as u64);
-                if count.saturating_add(total) > MAX_GENERATED {
-                    return Err(Error::metadata(
-                        &label,
-                        format!("gen: more than {MAX_GENERATED} keys"),
-                    ));
-                }
-                axes.push((name.clone(), values));
-            }
-            total += count;
-            let mut index = vec![0usize; axes.len()];
-            for _ in 0..count {
-                let ctx: BTreeMap<String, i64> = axes
-                    .iter()
-                    .zip(&index)
-                    .map(|((n, v), i)| (n.clone(), v[*i]))
-                    .collect();
-                let render = |t: &str| {
-                    renderer
-                        .render_with(t, &ctx)
-                        .map_err(|e| Error::metadata(&label, format!("gen: {e}")))
-                };
-                let number = |t: &str| -> Result<u64> {
-                    let text = render(t)?;
-                    text.trim()
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|n| *n <= i64::MAX as u64)
-                        .ok_or_else(|| Error::metadata(&label, format!("gen: bad number {text:?}")))
-                };
-                let k = render(&key)?;
-                let (o, l) = (number(&offset)?, number(&length)?);
-                if o.checked_add(l).is_none_or(|end| end > i64::MAX as u64) {
-                    return Err(Error::metadata(&label, "gen: offset + length past 2^63"));
-                }
-                let u = render(&url)?;
-                let target = self.target(&u, base, ids);
-                self.insert(
-                    k,
-                    Ref::Range {
-                        target,
-                        offset: o,
-                        len: Some(l),
-                    },
-                );
-                // The next index, the last axis fastest.
-                for d in (0..index.len()).rev() {
-                    index[d] += 1;
-                    if index[d] < axes[d].1.len() {
-                        break;
-                    }
-                    index[d] = 0;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The values of one `gen` dimension: `{"start", "stop", "step"}` or a list of integers.
-fn dimension(spec: &Json) -> Option<Vec<i64>> {
-    match spec {
-        Json::Array(items) => items.iter().map(Json::as_i64).collect(),
-        Json::Object(r) => {
-            let get = |k: &str, d: i64| r.get(k).map_or(Some(d), Json::as_i64);
-            let (start, stop, step) = (get("start", 0)?, get("stop", 0)?, get("step", 1)?);
-            if step <= 0 || stop < start {
-                return None;
-            }
-            let n = stop.checked_sub(start)?.checked_add(step - 1)? / step;
-            if n as u64 > MAX_GENERATED {
-                return None;
-            }
-            Some((0..n).map(|i| start + i * step).collect())
-        }
-        _ => None,
-    }
-}
-
-/// Jinja rendering of URLs (with the set's `templates`) and `gen` fields, bounded in steps.
-struct Renderer {
-    env: minijinja::Environment<'static>,
-    /// The set's templates, as the values templates see.
-    templates: BTreeMap<String, minijinja::Value>,
-}
-
-impl Renderer {
-    fn new(templates: BTreeMap<String, String>) -> Renderer {
-        let mut env = minijinja::Environment::new();
-        env.set_fuel(Some(TEMPLATE_FUEL));
-        Renderer {
-            env,
-            templates: templates
-                .into_iter()
-                .map(|(k, v)| (k, minijinja::Value::from(v)))
-                .collect(),
-        }
-    }
-
-    /// `text` with the set's templates substituted (only when it holds `{{`).
-    fn render(&self, text: &str) -> std::result::Result<String, String> {
-        self.render_with(text, &BTreeMap::new())
-    }
-
-    /// `text` rendered with the templates and the `gen` indices `ctx`.
-    fn render_with(
-        &self,
-        text: &str,
-        ctx: &BTreeMap<String, i64>,
-    ) -> std::result::Result<String, String> {
-        if !text.contains("{{") {
-            return Ok(text.to_string());
-        }
-        let mut all = self.templates.clone();
-        all.extend(
-            ctx.iter()
-                .map(|(k, v)| (k.clone(), minijinja::Value::from(*v))),
-        );
-        self.env
-            .render_str(text, &all)
-            .map_err(|e| format!("template {text:?}: {e}"))
     }
 }
 
@@ -446,14 +296,16 @@ impl ReferenceStore {
     /// `cfg.virtual_prefixes`. `None` when the folder holds no Parquet reference set.
     pub fn parquet(
         folder: Arc<dyn Store>,
-        label: &str,
+        location: &Location,
         cfg: &StoreConfig,
     ) -> Result<Option<ReferenceStore>> {
+        let shown = location.to_string();
+        let label = shown.trim_end_matches('/');
         let Some((refs, version)) = ParquetRefs::open(folder, label)? else {
             return Ok(None);
         };
-        let label = label.trim_end_matches('/').to_string();
-        let allowed = allow_list(&base_of(&label), cfg)?;
+        let allowed = allow_list(&base_of(&Location::parse(label)), cfg)?;
+        let label = label.to_string();
         Ok(Some(ReferenceStore {
             label,
             refs: Refs::Parquet(refs),
@@ -467,16 +319,16 @@ impl ReferenceStore {
     /// Where `key`'s chunk lies among the chunks of target `t` read together with it:
     /// all of the target's chunks in a JSON set, those in the same references file in a
     /// Parquet set (the files are read lazily, one at a time).
-    fn near(&self, key: &str, t: &Target) -> Option<Near<'_>> {
+    fn near(&self, key: &str, t: &Location) -> Option<Near<'_>> {
         match &self.refs {
             Refs::Json(_) => self
                 .neighbours
                 .get_or_init(|| Arc::new(neighbours_of(&self.refs)))
-                .near(key, t, t.shown()),
+                .near(key, t, t.to_string()),
             Refs::Parquet(parquet) => {
                 let place = parquet.place(key).ok().flatten()?;
                 Some(Near {
-                    object: format!("{} ({})", t.shown(), place.name),
+                    object: format!("{} ({})", t, place.name),
                     member: place.member(),
                     members: Box::new(move || place.ranges()),
                 })
@@ -501,7 +353,7 @@ impl ReferenceStore {
             Some(Row::Inline(bytes)) => Ref::Inline(bytes),
             // Offset and size 0: the whole target.
             Some(Row::Range { path, offset, size }) => Ref::Range {
-                target: Arc::new(resolve(&path, base)),
+                target: Arc::new(base.join(&path)),
                 offset,
                 len: (size > 0 || offset > 0).then_some(size),
             },
@@ -510,6 +362,31 @@ impl ReferenceStore {
 }
 
 impl ReferenceStore {
+    /// The reference set in the local file `path`, when its content is one (a JSON
+    /// object, or gzip / zstd data under a `.json.gz` / `.json.zst` name); `None` for
+    /// other files.
+    pub fn from_file(path: &Path, cfg: &StoreConfig) -> Result<Option<ReferenceStore>> {
+        let label = path.display().to_string();
+        let io = |source| Error::Io {
+            key: label.clone(),
+            source,
+        };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        let mut head = [0u8; 64];
+        let n = file.read(&mut head).map_err(io)?;
+        if !looks_like_references(&label, &head[..n]) {
+            return Ok(None);
+        }
+        if meta.len() > MAX_REFERENCE_BYTES {
+            return Err(Error::metadata(&label, "reference set larger than 4 GiB"));
+        }
+        let mut bytes = head[..n].to_vec();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        let version = Version::of_file(&meta);
+        ReferenceStore::parse(&Location::Local(path.into()), bytes, version, cfg).map(Some)
+    }
+
     /// The version of the reference set's file (what its inline values carry).
     pub fn version(&self) -> &Version {
         &self.version
@@ -614,6 +491,7 @@ impl Store for ReferenceStore {
 
 #[cfg(test)]
 mod tests {
+    use super::generate::dimension;
     use super::*;
     use crate::store::StoreExt;
     use std::path::PathBuf;
@@ -627,7 +505,7 @@ mod tests {
 
     fn parse(doc: Json) -> ReferenceStore {
         ReferenceStore::parse(
-            "/nowhere/refs.json",
+            &Location::parse("/nowhere/refs.json"),
             doc.to_string().into_bytes(),
             Version::Unknown,
             &StoreConfig::default(),
@@ -666,7 +544,7 @@ mod tests {
         assert!(matches!(
             refs(&v1).get("b/0"),
             Some(Ref::Range { target, .. })
-                if **target == Target::Local(PathBuf::from("/nowhere/data/x.nc"))
+                if **target == Location::Local(PathBuf::from("/nowhere/data/x.nc"))
         ));
         assert!(matches!(refs(&v1).get("bad"), Some(Ref::Invalid(_))));
         assert!(v1.get("bad").is_err());
@@ -688,7 +566,7 @@ mod tests {
     #[test]
     fn gen_bombs_and_ranges_past_2_63_are_refused() {
         let bomb = ReferenceStore::parse(
-            "/nowhere/refs.json",
+            &Location::parse("/nowhere/refs.json"),
             serde_json::json!({"version": 1, "refs": {}, "gen": [{
                 "key": "k{{i}}{{j}}", "url": "u", "offset": "0", "length": "1",
                 "dimensions": {"i": {"stop": 1_000_000}, "j": {"stop": 1_000_000}}}]})
