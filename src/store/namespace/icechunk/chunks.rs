@@ -296,9 +296,7 @@ impl Repo {
                 let target = self.target(inner, v.location.url()).ok()?;
                 Some(format!(
                     "virtual {} {}+{} {checksum:?}",
-                    target,
-                    v.offset,
-                    v.length
+                    target, v.offset, v.length
                 ))
             }
             _ => None,
