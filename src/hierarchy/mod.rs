@@ -1,7 +1,7 @@
 //! The hierarchy a mount shows: what node sits at a path, its metadata version and when
 //! it was checked, and a group's children, explicit and implicit groups alike. Where the
-//! nodes come from is a [`Catalog`]: a Zarr store walked by its layout (`zarr.rs`), and
-//! next catalogs that list their nodes themselves (Icechunk). `demo.rs` writes a small
+//! nodes come from is the [`ZarrCatalog`] of its store, walked by its layout (`zarr.rs`;
+//! an Icechunk repository is a store like any other, its version folders included). `demo.rs` writes a small
 //! hierarchy with zarrfs's own encoders (for `zarrfs demo` and the tests).
 //!
 //! With a refresh interval (`--refresh`), what was resolved, listed or found missing is
@@ -65,27 +65,6 @@ impl Node {
     }
 }
 
-/// Where a hierarchy's nodes come from.
-pub trait Catalog: Send + Sync {
-    /// The node with metadata of its own at `path`, and the version of the metadata it
-    /// was read from; `None` when there is none (the path may still be an implicit group).
-    fn node(&self, path: &str) -> Result<Option<(NodeMetadata, Version)>>;
-    /// The names that may be children of the group at `path`, in any order (each is
-    /// checked with [`Catalog::node`] and [`Catalog::has_nodes_below`]).
-    fn child_names(&self, path: &str) -> Result<Vec<String>>;
-    /// Whether any node lies below `path`, which then is an implicit group.
-    fn has_nodes_below(&self, path: &str) -> Result<bool>;
-    /// The format's name, as `inspect` prints it.
-    fn format_label(&self) -> &'static str;
-    /// The store chunks are read from.
-    fn store(&self) -> &Arc<dyn Store>;
-    /// Read again what the catalog keeps of the store (consolidated metadata) when it is
-    /// older than `max_age` (`None`: whatever its age).
-    fn reload(&self, _max_age: Option<Duration>) -> Result<()> {
-        Ok(())
-    }
-}
-
 /// Paths remembered as missing at most; the set starts over when full.
 const MAX_MISSING: usize = 1 << 16;
 
@@ -111,7 +90,7 @@ struct Resolved {
 
 /// A Zarr hierarchy: a catalog and what has been resolved of it.
 pub struct Hierarchy {
-    catalog: Box<dyn Catalog>,
+    catalog: ZarrCatalog,
     /// Nodes resolved so far.
     nodes: Mutex<HashMap<String, Resolved>>,
     /// Paths known to hold no node, and since when (negative cache: a lookup of a missing
@@ -162,11 +141,11 @@ impl Hierarchy {
     /// when it holds none or when the root's own metadata cannot be used (nothing could be
     /// shown).
     pub fn open(store: Arc<dyn Store>) -> Result<Hierarchy> {
-        Self::of(Box::new(ZarrCatalog::open(store)?))
+        Self::of(ZarrCatalog::open(store)?)
     }
 
     /// The hierarchy of `catalog`; fails when its root's metadata cannot be used.
-    pub fn of(catalog: Box<dyn Catalog>) -> Result<Hierarchy> {
+    pub fn of(catalog: ZarrCatalog) -> Result<Hierarchy> {
         let h = Hierarchy {
             catalog,
             nodes: Mutex::new(HashMap::new()),

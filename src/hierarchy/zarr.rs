@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use parking_lot::RwLock;
 
-use super::{join, valid_name, Catalog};
+use super::{join, valid_name};
 use crate::error::{Error, Result};
 use crate::metadata::layout::{self, Consolidated, Doc, Layout};
 use crate::metadata::{v3, NodeMetadata};
@@ -25,7 +25,7 @@ pub struct ZarrCatalog {
     store: Arc<dyn Store>,
     layout: Layout,
     /// The consolidated metadata, when the store had some at open (read again by
-    /// [`Catalog::reload`]).
+    /// [`ZarrCatalog::reload`]).
     consolidated: RwLock<Option<Arc<Consolidated>>>,
     /// When it was read.
     read_at: ReadAgain,
@@ -115,12 +115,16 @@ impl ZarrCatalog {
     }
 }
 
-impl Catalog for ZarrCatalog {
-    fn node(&self, path: &str) -> Result<Option<(NodeMetadata, Version)>> {
+impl ZarrCatalog {
+    /// The node with metadata of its own at `path`, and the version of the metadata it
+    /// was read from; `None` when there is none (the path may still be an implicit group).
+    pub fn node(&self, path: &str) -> Result<Option<(NodeMetadata, Version)>> {
         self.layout.read_node(path, &|key| self.doc(key))
     }
 
-    fn child_names(&self, path: &str) -> Result<Vec<String>> {
+    /// The names that may be children of the group at `path`, in any order (each is
+    /// checked with [`ZarrCatalog::node`] and [`ZarrCatalog::has_nodes_below`]).
+    pub fn child_names(&self, path: &str) -> Result<Vec<String>> {
         let Some(c) = self.consolidated() else {
             let listing = self.store.list_dir(&self.layout.folder(path))?;
             return Ok(self.layout.child_names(&listing));
@@ -139,7 +143,8 @@ impl Catalog for ZarrCatalog {
         Ok(names)
     }
 
-    fn has_nodes_below(&self, path: &str) -> Result<bool> {
+    /// Whether any node lies below `path`, which then is an implicit group.
+    pub fn has_nodes_below(&self, path: &str) -> Result<bool> {
         let mut budget = IMPLICIT_BUDGET;
         if self.contains_node(path, IMPLICIT_DEPTH, &mut budget)? {
             return Ok(true);
@@ -152,15 +157,19 @@ impl Catalog for ZarrCatalog {
         Ok(false)
     }
 
-    fn format_label(&self) -> &'static str {
+    /// The format's name, as `inspect` prints it.
+    pub fn format_label(&self) -> &'static str {
         self.layout.label()
     }
 
-    fn store(&self) -> &Arc<dyn Store> {
+    /// The store chunks are read from.
+    pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
-    fn reload(&self, max_age: Option<Duration>) -> Result<()> {
+    /// Read again what the catalog keeps of the store (consolidated metadata) when it is
+    /// older than `max_age` (`None`: whatever its age).
+    pub fn reload(&self, max_age: Option<Duration>) -> Result<()> {
         // A store that moves from version to version (an Icechunk branch) first.
         self.store.refresh(max_age)?;
         if self.consolidated().is_none() {
