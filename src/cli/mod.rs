@@ -20,7 +20,7 @@ use crate::daemon::io_mode::IoMode;
 use crate::daemon::logging;
 use crate::daemon::mount::MountConfig;
 use crate::error::output_error;
-use crate::fs::views::{self, Placement, Segment, ViewKind, ViewSet};
+use crate::formats::{self, Placement, Segment, ViewKind, ViewSet};
 use crate::fs::FsOptions;
 use crate::hierarchy::Hierarchy;
 use crate::read::array::Array;
@@ -347,7 +347,7 @@ fn view_segments(
         write_array(h, array, layout, &mut out, limit)?;
         Ok(out)
     };
-    let ctx = views::Context::new(h, &path, &name, layout, &read);
+    let ctx = formats::Context::new(h, &path, &name, layout, &read);
     kind.format().build(&ctx)?.map_err(|why| {
         Error::unsupported(format!("/{path}"), format!("{} view: {why}", kind.label()))
     })
@@ -443,7 +443,7 @@ fn write_array(
     ));
     if array.meta.dtype.is_var() {
         if limit < u64::MAX {
-            return Err(views::too_large(path, u64::MAX, limit));
+            return Err(formats::too_large(path, u64::MAX, limit));
         }
         return write_var_lines(&array, &cache, layout.order, out);
     }
@@ -451,7 +451,7 @@ fn write_array(
     let view = View::new(array, cache, layout)?
         .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE));
     if view.size() > limit {
-        return Err(views::too_large(path, view.size(), limit));
+        return Err(formats::too_large(path, view.size(), limit));
     }
     view.write_all(out, 8 << 20)
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::describe::describe_array;
-use super::views::TileGrid;
+use crate::formats::TileGrid;
 use crate::hierarchy::{Hierarchy, Node};
 use crate::metadata::ArrayMetadata;
 use crate::read::array::Array;

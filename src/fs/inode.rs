@@ -12,7 +12,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::content::Content;
-use super::views::ViewKind;
+use crate::formats::ViewKind;
 
 /// The root directory's inode number.
 pub const ROOT: u64 = 1;

@@ -8,7 +8,6 @@ mod handles;
 mod inode;
 #[cfg(test)]
 mod tests;
-pub mod views;
 mod xattr;
 
 use std::collections::{HashMap, HashSet};
@@ -16,6 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::formats::{self, Context, Placement, Segment, ViewKind, ViewSet};
 use crate::hierarchy::{join, Hierarchy, NodeKind};
 use crate::read::cache::ChunkCache;
 use crate::read::prefetch::Prefetcher;
@@ -26,7 +26,6 @@ use content::{Content, Part};
 use handles::{Handle, Handles};
 use inode::{Entry, Inodes, Node, Stamp};
 pub use inode::{TreeId, ROOT};
-use views::{Context, Placement, Segment, ViewKind, ViewSet};
 
 /// What kind of file an inode is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,7 +203,7 @@ impl ZarrFs {
     }
 
     /// The segments of view `kind` of the node at `path`, or why it has none.
-    fn view_build(&self, path: &str, kind: ViewKind) -> Result<views::Built> {
+    fn view_build(&self, path: &str, kind: ViewKind) -> Result<formats::Built> {
         let name = match kind.placement() {
             Placement::Array => self.file_name(path),
             Placement::Group => path.rsplit('/').next().unwrap_or(path).to_string(),
@@ -220,7 +219,7 @@ impl ZarrFs {
         let data = self.flat(path)?;
         let size = data.size();
         if size > limit {
-            return Err(views::too_large(path, size, limit));
+            return Err(formats::too_large(path, size, limit));
         }
         let mut buf = crate::store::value_buffer(path, size)?;
         let n = data.read_into(&Cursor::default(), 0, &mut buf)?;

@@ -5,9 +5,9 @@
 
 use std::fmt::Write;
 
-use super::geo::{self, Raster};
-use super::scalar::Scalar;
-use super::{non_empty, xml_escape, Absent, Built, Context, ViewFormat, MAX_PLANES};
+use crate::formats::conventions::geo::{self, Raster};
+use crate::formats::scalar::Scalar;
+use crate::formats::{non_empty, xml_escape, Absent, Built, Context, ViewFormat, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
 

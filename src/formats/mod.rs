@@ -10,28 +10,18 @@
 //! into tiles, which the filesystem serves from the arrays' one shared view each.
 
 mod context;
-mod crs;
-mod envi;
-mod geo;
-mod mhd;
-mod npy;
-mod nrrd;
-mod ome;
-mod pyramid;
-mod raw;
+mod conventions;
+mod headers;
 mod scalar;
 #[cfg(test)]
 mod test_concat;
 mod tiff;
-mod tiff_ifd;
-mod tiles;
-mod vrt;
 
 use std::fmt;
 use std::str::FromStr;
 
 pub use context::{too_large, Context};
-pub use tiles::TileGrid;
+pub use tiff::tiles::TileGrid;
 
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
@@ -44,14 +34,14 @@ pub const MAX_PLANES: u64 = 1 << 16;
 /// Every view format, in the order listings and `--views all` name them. A new format is
 /// one file and one line here.
 static FORMATS: &[&dyn ViewFormat] = &[
-    &raw::Raw,
-    &npy::Npy,
-    &tiff::Tiff,
-    &envi::Envi,
-    &mhd::Mhd,
-    &nrrd::Nrrd,
-    &vrt::Vrt,
-    &ome::OmeTiff,
+    &headers::raw::Raw,
+    &headers::npy::Npy,
+    &tiff::strips::Tiff,
+    &headers::envi::Envi,
+    &headers::mhd::Mhd,
+    &headers::nrrd::Nrrd,
+    &headers::vrt::Vrt,
+    &tiff::ome::OmeTiff,
     #[cfg(test)]
     &test_concat::Concat,
 ];

@@ -4,8 +4,8 @@
 
 use std::fmt::Write;
 
-use super::Absent;
-use super::{Built, Context, ViewFormat};
+use crate::formats::Absent;
+use crate::formats::{Built, Context, ViewFormat};
 use crate::metadata::{ArrayMetadata, DataType, Field};
 use crate::read::view::{Layout, Order};
 

@@ -1,6 +1,6 @@
 //! The array's own flat file: its elements, nothing else.
 
-use super::{Built, Context, Segment, ViewFormat};
+use crate::formats::{Built, Context, Segment, ViewFormat};
 use crate::Result;
 
 pub struct Raw;
