@@ -9,7 +9,8 @@ use common::{HashWriter, Manifest, LAYOUTS};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::read::array::Array;
 use zarrfs::read::cache::ChunkCache;
-use zarrfs::read::view::{write_var_lines, Layout, Order, View};
+use zarrfs::read::text::write_var_lines;
+use zarrfs::read::view::{Layout, Order, View};
 use zarrfs::store::FolderStore;
 
 /// Fixture arrays written with codecs zarrfs does not implement (see the README): each

@@ -20,7 +20,8 @@ use zarrfs::metadata::{ArrayMetadata, ChunkKeyEncoding, CodecSpec, DataType, Fil
 use zarrfs::read::array::Array;
 use zarrfs::read::cache::ChunkCache;
 use zarrfs::read::prefetch::Prefetcher;
-use zarrfs::read::view::{Cursor, Layout, Now, Order, View};
+use zarrfs::read::readahead::Cursor;
+use zarrfs::read::view::{Layout, Now, Order, View};
 use zarrfs::store::MemoryStore;
 
 /// The data types under test, with their byte-swap units as this test knows them:

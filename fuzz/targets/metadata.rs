@@ -16,7 +16,8 @@ use zarrfs::fs::{FileKind, FsOptions, ZarrFs, ROOT};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::cli::inspect;
 use zarrfs::store::Store;
-use zarrfs::read::view::{Layout, Order, View, Cursor};
+use zarrfs::read::readahead::Cursor;
+use zarrfs::read::view::{Layout, Order, View};
 use zarrfs_fuzz::{first_indices, store_from, CappedAlloc};
 
 #[global_allocator]

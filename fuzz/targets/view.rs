@@ -14,7 +14,8 @@ use zarrfs::read::cache::ChunkCache;
 use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::{MemoryStore, Store};
-use zarrfs::read::view::{Layout, Now, Order, View, Cursor};
+use zarrfs::read::readahead::Cursor;
+use zarrfs::read::view::{Layout, Now, Order, View};
 use zarrfs_fuzz::{first_indices, CappedAlloc};
 
 #[global_allocator]

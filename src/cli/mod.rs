@@ -26,7 +26,8 @@ use crate::hierarchy::Hierarchy;
 use crate::read::array::Array;
 use crate::read::cache::ChunkCache;
 use crate::read::prefetch::{Prefetcher, PREFETCH_PER_CORE};
-use crate::read::view::{write_var_lines, Layout, Order, View};
+use crate::read::text::write_var_lines;
+use crate::read::view::{Layout, Order, View};
 use crate::store::StoreConfig;
 use crate::{Error, Result};
 

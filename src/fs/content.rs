@@ -12,7 +12,9 @@ use crate::metadata::ArrayMetadata;
 use crate::read::array::Array;
 use crate::read::cache::ChunkCache;
 use crate::read::prefetch::Prefetcher;
-use crate::read::view::{write_var_lines, Cursor, Layout, Now, Order, UnitSlice, View};
+use crate::read::readahead::Cursor;
+use crate::read::text::write_var_lines;
+use crate::read::view::{Layout, Now, Order, UnitSlice, View};
 use crate::{Error, Result};
 
 /// The largest text a variable-length array's file may be: it is held whole in memory.

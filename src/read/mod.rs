@@ -9,5 +9,7 @@ pub mod array;
 pub mod cache;
 pub mod geometry;
 pub mod prefetch;
+pub mod readahead;
 pub mod scope;
+pub mod text;
 pub mod view;

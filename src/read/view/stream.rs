@@ -6,10 +6,11 @@
 use std::io::{IoSlice, Write};
 use std::sync::Arc;
 
-use super::{Cursor, View};
+use super::View;
 use crate::codec::ChunkData;
 use crate::error::{output_error, Error, Result};
 use crate::read::cache::ChunkKey;
+use crate::read::readahead::Cursor;
 
 /// Runs shorter than this are assembled: per piece, a vectored write costs more than
 /// copying it.
