@@ -24,7 +24,7 @@ use crate::formats::{self, Placement, Segment, ViewKind, ViewSet};
 use crate::fs::FsOptions;
 use crate::hierarchy::Hierarchy;
 use crate::read::array::Array;
-use crate::read::cache::ChunkCache;
+use crate::read::cache::UnitCache;
 use crate::read::prefetch::{Prefetcher, PREFETCH_PER_CORE};
 use crate::read::text::write_var_lines;
 use crate::read::view::{Layout, Order, View};
@@ -422,8 +422,7 @@ fn write_array(
     out: &mut impl Write,
     limit: u64,
 ) -> Result<()> {
-    let meta = h.array(path)?;
-    let array = Arc::new(Array::open(meta, h.store().clone())?);
+    let array = Array::at(h, path)?;
     // Room for the layer of read units being streamed and the next two, decoded ahead.
     let grid = array.unit_grid();
     let row_units: u64 = match layout.order {
@@ -439,7 +438,7 @@ fn write_array(
         .saturating_mul(unit)
         .min(half_memory)
         .max(64 << 20);
-    let cache = Arc::new(ChunkCache::new(
+    let cache = Arc::new(UnitCache::new(
         usize::try_from(budget).unwrap_or(usize::MAX),
     ));
     if array.meta.dtype.is_var() {

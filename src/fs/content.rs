@@ -10,7 +10,7 @@ use crate::formats::TileGrid;
 use crate::hierarchy::{Hierarchy, Node};
 use crate::metadata::ArrayMetadata;
 use crate::read::array::Array;
-use crate::read::cache::ChunkCache;
+use crate::read::cache::UnitCache;
 use crate::read::prefetch::Prefetcher;
 use crate::read::readahead::Cursor;
 use crate::read::text::write_var_lines;
@@ -277,12 +277,11 @@ fn copy_from(bytes: &[u8], offset: u64, buf: &mut [u8]) -> usize {
 pub fn array_file(
     h: &Hierarchy,
     path: &str,
-    cache: &Arc<ChunkCache>,
+    cache: &Arc<UnitCache>,
     prefetcher: &Arc<Prefetcher>,
     layout: Layout,
 ) -> Result<Content> {
-    let (meta, store) = h.array_and_store(path)?;
-    let array = Arc::new(Array::open(meta, store)?);
+    let array = Array::at(h, path)?;
     if array.meta.dtype.is_var() {
         // Checked before any chunk is read: every element is a line of at least 3 bytes,
         // and every read unit costs a lookup, so a shape of billions of tiny (missing)

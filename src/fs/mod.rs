@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 
 use crate::formats::{self, Context, Placement, Segment, ViewKind, ViewSet};
 use crate::hierarchy::{join, Hierarchy, NodeKind};
-use crate::read::cache::ChunkCache;
+use crate::read::cache::UnitCache;
 use crate::read::prefetch::Prefetcher;
 use crate::read::readahead::Cursor;
 use crate::read::view::Layout;
@@ -67,7 +67,7 @@ pub struct FsOptions {
 /// A mounted hierarchy.
 pub struct ZarrFs {
     hierarchy: Hierarchy,
-    cache: Arc<ChunkCache>,
+    cache: Arc<UnitCache>,
     prefetcher: Arc<Prefetcher>,
     layout: Layout,
     inodes: Inodes,
@@ -118,7 +118,7 @@ impl ZarrFs {
         });
         ZarrFs {
             hierarchy,
-            cache: Arc::new(ChunkCache::new(cached_bytes(options.cache_bytes))),
+            cache: Arc::new(UnitCache::new(cached_bytes(options.cache_bytes))),
             prefetcher: Prefetcher::new(options.prefetch_threads),
             layout: options.layout,
             inodes: Inodes::new(),
@@ -623,7 +623,7 @@ impl ZarrFs {
     }
 
     /// Keep the decoded chunks of arrays that fit the cache once they are read, so a
-    /// re-read decodes nothing (see [`ChunkCache::keep_fitting`]).
+    /// re-read decodes nothing (see [`UnitCache::keep_fitting`]).
     pub fn keep_read_arrays(&self, on: bool) {
         self.cache.keep_fitting(on);
     }

@@ -10,7 +10,7 @@ use crate::codec::ChunkData;
 use crate::error::{output_error, Error, Result};
 use crate::metadata::DataType;
 use crate::read::array::Array;
-use crate::read::cache::ChunkCache;
+use crate::read::cache::UnitCache;
 use crate::read::geometry::{Geometry, Order};
 
 /// One JSON value for a variable-length element: text as a string, bytes as base64.
@@ -30,7 +30,7 @@ pub fn json_value(dtype: &DataType, element: &Option<Vec<u8>>) -> String {
 /// Write a variable-length array as one JSON value per line, in `order`.
 pub fn write_var_lines(
     array: &Array,
-    cache: &ChunkCache,
+    cache: &UnitCache,
     order: Order,
     out: &mut impl Write,
 ) -> Result<()> {

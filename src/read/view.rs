@@ -13,7 +13,7 @@ use crate::codec::{reverse_axes, swap_elements, ChunkData};
 use crate::error::{Error, Result};
 use crate::metadata::SwapUnits;
 use crate::read::array::Array;
-use crate::read::cache::{ChunkCache, ChunkKey};
+use crate::read::cache::{UnitCache, UnitKey};
 use crate::read::geometry::Geometry;
 pub use crate::read::geometry::{Layout, Order};
 use crate::read::prefetch::Prefetcher;
@@ -41,13 +41,13 @@ struct UnitLoader {
 }
 
 impl UnitLoader {
-    fn key(&self, idx: &[u64]) -> ChunkKey {
+    fn key(&self, idx: &[u64]) -> UnitKey {
         (self.array.unit_id(idx), self.tag(), idx.to_vec())
     }
 
     /// [`UnitLoader::key`] when it is known without asking the store (a thread that
     /// answers at once does no store I/O); `None` when it is not.
-    fn key_now(&self, idx: &[u64]) -> Option<ChunkKey> {
+    fn key_now(&self, idx: &[u64]) -> Option<UnitKey> {
         Some((self.array.unit_id_now(idx)?, self.tag(), idx.to_vec()))
     }
 
@@ -115,7 +115,7 @@ impl UnitSlice {
 pub struct View {
     geometry: Geometry,
     loader: Arc<UnitLoader>,
-    cache: Arc<ChunkCache>,
+    cache: Arc<UnitCache>,
     elements: u64,
     prefetcher: Option<Arc<Prefetcher>>,
     max_window: u64,
@@ -125,7 +125,7 @@ pub struct View {
 }
 
 impl View {
-    pub fn new(array: Arc<Array>, cache: Arc<ChunkCache>, layout: Layout) -> Result<View> {
+    pub fn new(array: Arc<Array>, cache: Arc<UnitCache>, layout: Layout) -> Result<View> {
         let item = array.meta.dtype.size().ok_or_else(|| {
             Error::Internal(format!(
                 "{}: variable-length array has no flat view",
@@ -188,10 +188,10 @@ impl View {
 
     /// Note that `bytes` of the unit at `key` were handed out: a unit read whole leaves
     /// the cache, unless other open files read this view too or the cache keeps files
-    /// of this size (see [`ChunkCache::keeps`]). Units named by their bytes (shared by
+    /// of this size (see [`UnitCache::keeps`]). Units named by their bytes (shared by
     /// the versions of an array that hold them) stay while the file fits: another
     /// version's file, which the kernel caches apart, may read them next.
-    fn served(&self, key: &ChunkKey, bytes: usize) {
+    fn served(&self, key: &UnitKey, bytes: usize) {
         let alone = self.readers.load(Ordering::Relaxed) <= 1;
         let size = self.size();
         let keep =
@@ -435,7 +435,7 @@ impl View {
     }
 
     /// The unit at `idx` (cache key `key`), decoded now if the cache does not hold it.
-    fn load_unit(&self, key: &ChunkKey, idx: &[u64]) -> Result<Arc<ChunkData>> {
+    fn load_unit(&self, key: &UnitKey, idx: &[u64]) -> Result<Arc<ChunkData>> {
         self.cache.get_or_load(key, || self.loader.load(idx))
     }
 
@@ -449,7 +449,7 @@ impl View {
         last: u64,
         dst: &mut [u8],
         first_not_served: bool,
-        mut get_unit: impl FnMut(&ChunkKey, &[u64]) -> Result<Arc<ChunkData>>,
+        mut get_unit: impl FnMut(&UnitKey, &[u64]) -> Result<Arc<ChunkData>>,
     ) -> Result<()> {
         let loader = &self.loader;
         // Everything below is in file-axis order, where units and the file are both C order.
