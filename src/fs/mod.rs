@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::formats::{self, Context, Placement, Segment, ViewKind, ViewSet};
+use crate::formats::{self, Context, FormatKind, FormatSet, Placement, Segment};
 use crate::hierarchy::{join, Hierarchy, NodeKind};
 use crate::read::cache::UnitCache;
 use crate::read::prefetch::Prefetcher;
@@ -61,7 +61,7 @@ pub struct FsOptions {
     /// Threads decoding ahead of sequential readers.
     pub prefetch_threads: usize,
     /// The files each array shows (`--views`).
-    pub views: ViewSet,
+    pub views: FormatSet,
 }
 
 /// A mounted hierarchy.
@@ -74,14 +74,14 @@ pub struct ZarrFs {
     handles: Handles,
     /// When the store's root is an array: the name of its file in the mount's root.
     root_array: Option<String>,
-    views: ViewSet,
+    views: FormatSet,
     /// Each array's flat content, by node path: one per array, whichever of its files
     /// (raw, `.npy`, `.tif`) is read, so they share one view and its cached chunks; with
     /// the reading of the array it was made from.
     flats: Mutex<HashMap<String, (Stamp, Arc<Content>)>>,
     /// Why a view of an array has no file (`None`: it has one), by path and kind: its
     /// header is built once to find out, not at every listing, lookup and xattr read.
-    absent: Mutex<HashMap<(String, ViewKind), Option<String>>>,
+    absent: Mutex<HashMap<(String, FormatKind), Option<String>>>,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -204,7 +204,7 @@ impl ZarrFs {
     }
 
     /// The segments of view `kind` of the node at `path`, or why it has none.
-    fn view_build(&self, path: &str, kind: ViewKind) -> Result<formats::Built> {
+    fn view_build(&self, path: &str, kind: FormatKind) -> Result<formats::Built> {
         let name = match kind.placement() {
             Placement::Array => self.file_name(path),
             Placement::Group => path.rsplit('/').next().unwrap_or(path).to_string(),
@@ -230,7 +230,7 @@ impl ZarrFs {
 
     /// Why view `kind` of the array at `path` has no file; `None` when it has one. Not
     /// remembered when the array's metadata could not be had.
-    fn view_absent(&self, path: &str, kind: ViewKind) -> Option<String> {
+    fn view_absent(&self, path: &str, kind: FormatKind) -> Option<String> {
         let key = (path.to_string(), kind);
         if let Some(absent) = self.absent.lock().get(&key) {
             return absent.clone();
@@ -267,7 +267,7 @@ impl ZarrFs {
     fn find_view(&self, dir: &str, name: &str) -> Option<Node> {
         self.views
             .kinds()
-            .filter(|k| *k != ViewKind::RAW)
+            .filter(|k| *k != FormatKind::RAW)
             .find_map(|kind| {
                 let node = name.strip_suffix(kind.suffix())?;
                 let path = join(dir, node);

@@ -3,13 +3,13 @@
 //! are two channels.
 
 use crate::formats::scalar::Scalar;
-use crate::formats::{file_shape, non_empty, Absent, Built, Context, ViewFormat};
+use crate::formats::{file_shape, non_empty, Absent, Built, Context, Format};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
 
 pub struct Mhd;
 
-impl ViewFormat for Mhd {
+impl Format for Mhd {
     fn name(&self) -> &'static str {
         "mhd"
     }

@@ -3,13 +3,13 @@
 //! fastest axis of two (kind `complex`).
 
 use crate::formats::scalar::Scalar;
-use crate::formats::{file_shape, non_empty, Absent, Built, Context, ViewFormat};
+use crate::formats::{file_shape, non_empty, Absent, Built, Context, Format};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
 
 pub struct Nrrd;
 
-impl ViewFormat for Nrrd {
+impl Format for Nrrd {
     fn name(&self) -> &'static str {
         "nrrd"
     }

@@ -13,14 +13,14 @@ use serde_json::{Map, Value};
 use super::pyramid::{self, Level, Pyramid};
 use crate::formats::conventions::ome::{self, Axis, Dim};
 use crate::formats::scalar::Scalar;
-use crate::formats::{log_once, non_empty, xml_escape, Built, Context, Placement, ViewFormat};
+use crate::formats::{log_once, non_empty, xml_escape, Built, Context, Format, Placement};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Order;
 use crate::Result;
 
 pub struct OmeTiff;
 
-impl ViewFormat for OmeTiff {
+impl Format for OmeTiff {
     fn name(&self) -> &'static str {
         "ome-tiff"
     }
