@@ -6,7 +6,8 @@
 //! sizes, the dimension order, the physical sizes and units of the first level's scale
 //! and the channels' names and colours from `omero`. The planes are the first level's
 //! leading indices (t, c, z) in C order; a level whose leading sizes differ from the
-//! first's ends the pyramid there (logged).
+//! first's ends the pyramid there (logged). The multiscale is read by
+//! `conventions/ome.rs`; this file writes the TIFF and its OME-XML.
 
 use serde_json::{Map, Value};
 
