@@ -2,13 +2,14 @@
 //! a flat file of its elements, through a FUSE mount or the `cat` / `inspect` commands.
 //!
 //! The modules are layers, each using only those below it: `cli` → `daemon` → `fs` →
-//! `read` → `hierarchy` → `codec` → `metadata` → `store`, with `error`, `json`, `limits`
+//! `formats` → `read` → `hierarchy` → `codec` → `metadata` → `store`, with `error`, `json`, `limits`
 //! and `pool` beneath them all.
 
 pub mod cli;
 pub mod codec;
 pub mod daemon;
 pub mod error;
+pub mod formats;
 pub mod fs;
 pub mod hierarchy;
 pub mod json;

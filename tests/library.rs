@@ -8,8 +8,9 @@ use std::sync::Arc;
 use common::{HashWriter, Manifest, LAYOUTS};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::read::array::Array;
-use zarrfs::read::cache::ChunkCache;
-use zarrfs::read::view::{write_var_lines, Layout, Order, View};
+use zarrfs::read::cache::UnitCache;
+use zarrfs::read::text::write_var_lines;
+use zarrfs::read::view::{Layout, Order, View};
 use zarrfs::store::FolderStore;
 
 /// Fixture arrays written with codecs zarrfs does not implement (see the README): each
@@ -34,7 +35,7 @@ fn check_array(m: &Manifest, entry: &serde_json::Value) -> Result<(), String> {
         return Err(format!("shape {:?}, expected {shape:?}", meta.shape));
     }
     let array = Arc::new(Array::open(meta, h.store().clone()).map_err(|e| e.to_string())?);
-    let cache = Arc::new(ChunkCache::new(1 << 20));
+    let cache = Arc::new(UnitCache::new(1 << 20));
     let expected = &entry["sha256"];
     if entry["vlen"].as_bool() == Some(true) {
         for (label, order) in [("C", Order::C), ("F", Order::F)] {

@@ -18,9 +18,10 @@ use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::metadata::dtype::Field;
 use zarrfs::metadata::{ArrayMetadata, ChunkKeyEncoding, CodecSpec, DataType, FillValue, Format};
 use zarrfs::read::array::Array;
-use zarrfs::read::cache::ChunkCache;
+use zarrfs::read::cache::UnitCache;
 use zarrfs::read::prefetch::Prefetcher;
-use zarrfs::read::view::{Cursor, Layout, Now, Order, View};
+use zarrfs::read::readahead::Cursor;
+use zarrfs::read::view::{Layout, Now, Order, View};
 use zarrfs::store::MemoryStore;
 
 /// The data types under test, with their byte-swap units as this test knows them:
@@ -326,7 +327,7 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
         1 => unit + unit / 2,
         _ => 1 << 20,
     };
-    let cache = Arc::new(ChunkCache::new(budget));
+    let cache = Arc::new(UnitCache::new(budget));
     let mut views = Vec::new();
     for &(f_order, big_endian) in &case.layouts {
         let order = if f_order { Order::F } else { Order::C };
@@ -478,7 +479,7 @@ fn plain_view(shape: Vec<u64>, chunks: Vec<u64>, stored_big: bool, seed: u64) ->
     let case = plain_case(shape, chunks, stored_big, seed);
     let (array, present) = build(&case);
     assert!(present.iter().all(|p| *p));
-    let view = View::new(array, Arc::new(ChunkCache::new(1 << 20)), Layout::default()).unwrap();
+    let view = View::new(array, Arc::new(UnitCache::new(1 << 20)), Layout::default()).unwrap();
     let expected = reference(&case, &present, false, false);
     (view, expected)
 }
@@ -554,7 +555,7 @@ fn a_front_to_back_read_cycles_through_the_working_set_it_reports() {
             big_endian: false,
         };
         let fetched = |cache_units: usize| {
-            let cache = Arc::new(ChunkCache::new(cache_units * unit));
+            let cache = Arc::new(UnitCache::new(cache_units * unit));
             let view = View::new(array.clone(), cache, layout).unwrap();
             let before = array.bytes_fetched();
             // One file row (along the fastest file axis) per read.

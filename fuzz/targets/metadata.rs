@@ -11,12 +11,13 @@
 use std::sync::Arc;
 
 use zarrfs::read::array::Array;
-use zarrfs::read::cache::ChunkCache;
+use zarrfs::read::cache::UnitCache;
 use zarrfs::fs::{FileKind, FsOptions, ZarrFs, ROOT};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::cli::inspect;
 use zarrfs::store::Store;
-use zarrfs::read::view::{Layout, Order, View, Cursor};
+use zarrfs::read::readahead::Cursor;
+use zarrfs::read::view::{Layout, Order, View};
 use zarrfs_fuzz::{first_indices, store_from, CappedAlloc};
 
 #[global_allocator]
@@ -43,7 +44,7 @@ fn read_array(h: &Hierarchy, path: &str, store: &Arc<dyn Store>) {
             big_endian: true,
         },
     ] {
-        if let Ok(view) = View::new(array.clone(), Arc::new(ChunkCache::new(1 << 20)), layout) {
+        if let Ok(view) = View::new(array.clone(), Arc::new(UnitCache::new(1 << 20)), layout) {
             let mut buf = [0u8; 300];
             let _ = view.read_at(&Cursor::default(), 0, &mut buf);
             let _ = view.read_at(&Cursor::default(), view.size().saturating_sub(7), &mut buf);

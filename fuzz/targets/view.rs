@@ -10,11 +10,12 @@ use std::sync::Arc;
 use arbitrary::Arbitrary;
 use serde_json::{json, Value};
 use zarrfs::read::array::Array;
-use zarrfs::read::cache::ChunkCache;
+use zarrfs::read::cache::UnitCache;
 use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::{MemoryStore, Store};
-use zarrfs::read::view::{Layout, Now, Order, View, Cursor};
+use zarrfs::read::readahead::Cursor;
+use zarrfs::read::view::{Layout, Now, Order, View};
 use zarrfs_fuzz::{first_indices, CappedAlloc};
 
 #[global_allocator]
@@ -306,7 +307,7 @@ fn run(case: Case) {
 
     let store: Arc<dyn Store> = Arc::new(store);
     let array = Arc::new(Array::open(meta, store).expect("array opens"));
-    let cache = Arc::new(ChunkCache::new(usize::from(case.cache_kib) << 10));
+    let cache = Arc::new(UnitCache::new(usize::from(case.cache_kib) << 10));
     let layout = Layout {
         order,
         big_endian: case.file_big,

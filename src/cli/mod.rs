@@ -20,13 +20,14 @@ use crate::daemon::io_mode::IoMode;
 use crate::daemon::logging;
 use crate::daemon::mount::MountConfig;
 use crate::error::output_error;
-use crate::fs::views::{self, Placement, Segment, ViewKind, ViewSet};
+use crate::formats::{self, FormatKind, FormatSet, Placement, Segment};
 use crate::fs::FsOptions;
 use crate::hierarchy::Hierarchy;
 use crate::read::array::Array;
-use crate::read::cache::ChunkCache;
+use crate::read::cache::UnitCache;
 use crate::read::prefetch::{Prefetcher, PREFETCH_PER_CORE};
-use crate::read::view::{write_var_lines, Layout, Order, View};
+use crate::read::text::write_var_lines;
+use crate::read::view::{Layout, Order, View};
 use crate::store::StoreConfig;
 use crate::{Error, Result};
 
@@ -120,25 +121,25 @@ fn parse_io(s: &str) -> std::result::Result<IoMode, String> {
     s.parse()
 }
 
-fn parse_views(s: &str) -> std::result::Result<ViewSet, String> {
+fn parse_views(s: &str) -> std::result::Result<FormatSet, String> {
     s.parse()
 }
 
 /// The view formats `--as` takes: array files that hold the data (`cat`), or detached
 /// headers (`header`), from the registry.
-fn view_formats(detached: bool) -> impl clap::builder::TypedValueParser<Value = ViewKind> {
-    let values = ViewKind::all()
+fn view_formats(detached: bool) -> impl clap::builder::TypedValueParser<Value = FormatKind> {
+    let values = FormatKind::all()
         .filter(move |k| k.placement() == Placement::Array && k.format().needs_raw() == detached)
         .map(|k| clap::builder::PossibleValue::new(k.label()).aliases(k.format().aliases()));
     use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(values).try_map(|s| s.parse::<ViewKind>())
+    clap::builder::PossibleValuesParser::new(values).try_map(|s| s.parse::<FormatKind>())
 }
 
-fn cat_formats() -> impl clap::builder::TypedValueParser<Value = ViewKind> {
+fn cat_formats() -> impl clap::builder::TypedValueParser<Value = FormatKind> {
     view_formats(false)
 }
 
-fn header_formats() -> impl clap::builder::TypedValueParser<Value = ViewKind> {
+fn header_formats() -> impl clap::builder::TypedValueParser<Value = FormatKind> {
     view_formats(true)
 }
 
@@ -217,7 +218,7 @@ enum Command {
         array: ArrayArgs,
         /// Write a complete file of this format: the flat bytes behind its header.
         #[arg(long = "as", default_value = "raw", value_parser = cat_formats())]
-        format: ViewKind,
+        format: FormatKind,
         /// No progress bar (shown on stderr when it is a terminal and stdout is not).
         #[arg(short, long)]
         quiet: bool,
@@ -228,7 +229,7 @@ enum Command {
         #[command(flatten)]
         array: ArrayArgs,
         #[arg(long = "as", value_parser = header_formats())]
-        format: ViewKind,
+        format: FormatKind,
         /// The raw file the header points at (default: the array's name).
         #[arg(long, value_name = "NAME")]
         data_file: Option<String>,
@@ -258,7 +259,7 @@ enum Command {
         /// vrt, ome-tiff, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr,
         /// NAME.vrt; NAME.ome.tif beside an OME-Zarr image group).
         #[arg(long, default_value = "raw", value_parser = parse_views)]
-        views: ViewSet,
+        views: FormatSet,
         /// How reads reach the daemon: through the kernel page cache (cache), straight
         /// into the reader's buffer with readahead in the daemon (direct), or per open
         /// (auto: direct when other files of the mount are being read, unless the page
@@ -333,7 +334,7 @@ fn open(store: &str, args: &StoreArgs, options: &[String]) -> Result<Hierarchy> 
 fn view_segments(
     h: &Hierarchy,
     path: &str,
-    kind: ViewKind,
+    kind: FormatKind,
     layout: Layout,
     data_file: Option<String>,
 ) -> Result<Vec<Segment>> {
@@ -347,7 +348,7 @@ fn view_segments(
         write_array(h, array, layout, &mut out, limit)?;
         Ok(out)
     };
-    let ctx = views::Context::new(h, &path, &name, layout, &read);
+    let ctx = formats::Context::new(h, &path, &name, layout, &read);
     kind.format().build(&ctx)?.map_err(|why| {
         Error::unsupported(format!("/{path}"), format!("{} view: {why}", kind.label()))
     })
@@ -375,9 +376,9 @@ fn segments_size(h: &Hierarchy, segments: &[Segment]) -> Option<u64> {
     })
 }
 
-fn cat(h: Hierarchy, path: &str, layout: Layout, kind: ViewKind, quiet: bool) -> Result<()> {
+fn cat(h: Hierarchy, path: &str, layout: Layout, kind: FormatKind, quiet: bool) -> Result<()> {
     // The raw file of an array of variable-length elements is its text: not a flat view.
-    let segments = if kind == ViewKind::RAW {
+    let segments = if kind == FormatKind::RAW {
         vec![Segment::array(&crate::hierarchy::normalize(path))]
     } else {
         view_segments(&h, path, kind, layout, None)?
@@ -421,8 +422,7 @@ fn write_array(
     out: &mut impl Write,
     limit: u64,
 ) -> Result<()> {
-    let meta = h.array(path)?;
-    let array = Arc::new(Array::open(meta, h.store().clone())?);
+    let array = Array::at(h, path)?;
     // Room for the layer of read units being streamed and the next two, decoded ahead.
     let grid = array.unit_grid();
     let row_units: u64 = match layout.order {
@@ -438,12 +438,12 @@ fn write_array(
         .saturating_mul(unit)
         .min(half_memory)
         .max(64 << 20);
-    let cache = Arc::new(ChunkCache::new(
+    let cache = Arc::new(UnitCache::new(
         usize::try_from(budget).unwrap_or(usize::MAX),
     ));
     if array.meta.dtype.is_var() {
         if limit < u64::MAX {
-            return Err(views::too_large(path, u64::MAX, limit));
+            return Err(formats::too_large(path, u64::MAX, limit));
         }
         return write_var_lines(&array, &cache, layout.order, out);
     }
@@ -451,7 +451,7 @@ fn write_array(
     let view = View::new(array, cache, layout)?
         .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE));
     if view.size() > limit {
-        return Err(views::too_large(path, view.size(), limit));
+        return Err(formats::too_large(path, view.size(), limit));
     }
     view.write_all(out, 8 << 20)
 }

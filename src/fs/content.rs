@@ -6,13 +6,15 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::describe::describe_array;
-use super::views::TileGrid;
+use crate::formats::TileGrid;
 use crate::hierarchy::{Hierarchy, Node};
 use crate::metadata::ArrayMetadata;
 use crate::read::array::Array;
-use crate::read::cache::ChunkCache;
+use crate::read::cache::UnitCache;
 use crate::read::prefetch::Prefetcher;
-use crate::read::view::{write_var_lines, Cursor, Layout, Now, Order, UnitSlice, View};
+use crate::read::readahead::Cursor;
+use crate::read::text::write_var_lines;
+use crate::read::view::{Layout, Now, Order, UnitSlice, View};
 use crate::{Error, Result};
 
 /// The largest text a variable-length array's file may be: it is held whole in memory.
@@ -275,12 +277,11 @@ fn copy_from(bytes: &[u8], offset: u64, buf: &mut [u8]) -> usize {
 pub fn array_file(
     h: &Hierarchy,
     path: &str,
-    cache: &Arc<ChunkCache>,
+    cache: &Arc<UnitCache>,
     prefetcher: &Arc<Prefetcher>,
     layout: Layout,
 ) -> Result<Content> {
-    let (meta, store) = h.array_and_store(path)?;
-    let array = Arc::new(Array::open(meta, store)?);
+    let array = Array::at(h, path)?;
     if array.meta.dtype.is_var() {
         // Checked before any chunk is read: every element is a line of at least 3 bytes,
         // and every read unit costs a lookup, so a shape of billions of tiny (missing)

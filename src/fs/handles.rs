@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::content::Content;
-use crate::read::view::Cursor;
+use crate::read::readahead::Cursor;
 
 /// One open file.
 pub struct Handle {

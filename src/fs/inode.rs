@@ -12,7 +12,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::content::Content;
-use super::views::ViewKind;
+use crate::formats::FormatKind;
 
 /// The root directory's inode number.
 pub const ROOT: u64 = 1;
@@ -43,7 +43,7 @@ pub enum Node {
     /// The flat file of the array at this node path.
     Array(String),
     /// A header view of the array at this node path (`NAME.npy`, `NAME.hdr`, ...).
-    View(String, ViewKind),
+    View(String, FormatKind),
     /// `.NAME.json` beside an array.
     ArraySidecar(String),
     /// `.group.json` inside a group's directory.

@@ -8,7 +8,6 @@ mod handles;
 mod inode;
 #[cfg(test)]
 mod tests;
-pub mod views;
 mod xattr;
 
 use std::collections::{HashMap, HashSet};
@@ -16,17 +15,18 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::formats::{self, Context, FormatKind, FormatSet, Placement, Segment};
 use crate::hierarchy::{join, Hierarchy, NodeKind};
-use crate::read::cache::ChunkCache;
+use crate::read::cache::UnitCache;
 use crate::read::prefetch::Prefetcher;
-use crate::read::view::{Cursor, Layout};
+use crate::read::readahead::Cursor;
+use crate::read::view::Layout;
 pub use crate::read::view::{Now, UnitSlice};
 use crate::{Error, Result};
 use content::{Content, Part};
 use handles::{Handle, Handles};
 use inode::{Entry, Inodes, Node, Stamp};
 pub use inode::{TreeId, ROOT};
-use views::{Context, Placement, Segment, ViewKind, ViewSet};
 
 /// What kind of file an inode is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,27 +61,27 @@ pub struct FsOptions {
     /// Threads decoding ahead of sequential readers.
     pub prefetch_threads: usize,
     /// The files each array shows (`--views`).
-    pub views: ViewSet,
+    pub views: FormatSet,
 }
 
 /// A mounted hierarchy.
 pub struct ZarrFs {
     hierarchy: Hierarchy,
-    cache: Arc<ChunkCache>,
+    cache: Arc<UnitCache>,
     prefetcher: Arc<Prefetcher>,
     layout: Layout,
     inodes: Inodes,
     handles: Handles,
     /// When the store's root is an array: the name of its file in the mount's root.
     root_array: Option<String>,
-    views: ViewSet,
+    views: FormatSet,
     /// Each array's flat content, by node path: one per array, whichever of its files
     /// (raw, `.npy`, `.tif`) is read, so they share one view and its cached chunks; with
     /// the reading of the array it was made from.
     flats: Mutex<HashMap<String, (Stamp, Arc<Content>)>>,
     /// Why a view of an array has no file (`None`: it has one), by path and kind: its
     /// header is built once to find out, not at every listing, lookup and xattr read.
-    absent: Mutex<HashMap<(String, ViewKind), Option<String>>>,
+    absent: Mutex<HashMap<(String, FormatKind), Option<String>>>,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -118,7 +118,7 @@ impl ZarrFs {
         });
         ZarrFs {
             hierarchy,
-            cache: Arc::new(ChunkCache::new(cached_bytes(options.cache_bytes))),
+            cache: Arc::new(UnitCache::new(cached_bytes(options.cache_bytes))),
             prefetcher: Prefetcher::new(options.prefetch_threads),
             layout: options.layout,
             inodes: Inodes::new(),
@@ -204,7 +204,7 @@ impl ZarrFs {
     }
 
     /// The segments of view `kind` of the node at `path`, or why it has none.
-    fn view_build(&self, path: &str, kind: ViewKind) -> Result<views::Built> {
+    fn view_build(&self, path: &str, kind: FormatKind) -> Result<formats::Built> {
         let name = match kind.placement() {
             Placement::Array => self.file_name(path),
             Placement::Group => path.rsplit('/').next().unwrap_or(path).to_string(),
@@ -220,7 +220,7 @@ impl ZarrFs {
         let data = self.flat(path)?;
         let size = data.size();
         if size > limit {
-            return Err(views::too_large(path, size, limit));
+            return Err(formats::too_large(path, size, limit));
         }
         let mut buf = crate::store::value_buffer(path, size)?;
         let n = data.read_into(&Cursor::default(), 0, &mut buf)?;
@@ -230,7 +230,7 @@ impl ZarrFs {
 
     /// Why view `kind` of the array at `path` has no file; `None` when it has one. Not
     /// remembered when the array's metadata could not be had.
-    fn view_absent(&self, path: &str, kind: ViewKind) -> Option<String> {
+    fn view_absent(&self, path: &str, kind: FormatKind) -> Option<String> {
         let key = (path.to_string(), kind);
         if let Some(absent) = self.absent.lock().get(&key) {
             return absent.clone();
@@ -267,7 +267,7 @@ impl ZarrFs {
     fn find_view(&self, dir: &str, name: &str) -> Option<Node> {
         self.views
             .kinds()
-            .filter(|k| *k != ViewKind::RAW)
+            .filter(|k| *k != FormatKind::RAW)
             .find_map(|kind| {
                 let node = name.strip_suffix(kind.suffix())?;
                 let path = join(dir, node);
@@ -623,7 +623,7 @@ impl ZarrFs {
     }
 
     /// Keep the decoded chunks of arrays that fit the cache once they are read, so a
-    /// re-read decodes nothing (see [`ChunkCache::keep_fitting`]).
+    /// re-read decodes nothing (see [`UnitCache::keep_fitting`]).
     pub fn keep_read_arrays(&self, on: bool) {
         self.cache.keep_fitting(on);
     }

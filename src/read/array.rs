@@ -1,8 +1,8 @@
-//! One array = metadata + store: fetch and decode the chunk at a grid index. Arrays whose
-//! whole chain is one sharding codec are read by inner chunk: the shard index first
-//! (cached, with the version of the shard it came from), then only the inner chunk's byte
-//! range, or the run of neighbouring inner chunks around it (`store::Spans`) when the
-//! store wants large requests.
+//! One array = metadata + store: fetch and decode the unit (chunk, or inner chunk) at a
+//! grid index. Arrays whose whole chain is one sharding codec are read by inner chunk: the
+//! shard index first (cached, with the version of the shard it came from), then only the
+//! inner chunk's byte range, or the run of neighbouring inner chunks around it
+//! (`store::Spans`) when the store wants large requests.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use crate::codec::sharding::EMPTY;
 use crate::codec::{ChunkData, ChunkRepr, CodecChain};
 use crate::error::{Error, Result};
+use crate::hierarchy::Hierarchy;
 use crate::metadata::ArrayMetadata;
 use crate::store::{ByteRange, Spans, Store, Value, Version};
 
@@ -60,6 +61,14 @@ impl Array {
     /// Bytes worth one request to the array's store (0: a local store).
     pub fn request_bytes(&self) -> u64 {
         self.store.caps().request_bytes
+    }
+
+    /// The array at node path `path` of `h`, read from the store as it was at the version
+    /// its metadata was read at ([`Hierarchy::array_and_store`]): how the filesystem and
+    /// `cat` open an array.
+    pub fn at(h: &Hierarchy, path: &str) -> Result<Arc<Array>> {
+        let (meta, store) = h.array_and_store(path)?;
+        Ok(Arc::new(Array::open(meta, store)?))
     }
 
     pub fn open(meta: Arc<ArrayMetadata>, store: Arc<dyn Store>) -> Result<Array> {

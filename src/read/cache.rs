@@ -1,13 +1,13 @@
-//! The decoded-chunk cache: an LRU with a byte budget. Concurrent misses of one chunk
-//! decode it once: the first caller loads, the others wait for its result. A chunk whose
+//! The decoded-unit cache: an LRU with a byte budget. Concurrent misses of one unit
+//! decode it once: the first caller loads, the others wait for its result. A unit whose
 //! every byte has been handed out leaves the cache at once (readers keep what they
 //! were given, the kernel's page cache for a mount), so streaming an array reuses a few
-//! chunks' worth of memory instead of filling the budget. Prefetch requests are queued
-//! once per key, and a queued prefetch of a chunk that was served meanwhile is skipped.
-//! A prefetch never pushes out a chunk some reader used within the last [`IN_USE`]: when
-//! the budget holds only chunks in use (several readers each working through a large
+//! units' worth of memory instead of filling the budget. Prefetch requests are queued
+//! once per key, and a queued prefetch of a unit that was served meanwhile is skipped.
+//! A prefetch never pushes out a unit some reader used within the last [`IN_USE`]: when
+//! the budget holds only units in use (several readers each working through a large
 //! slab), prefetch stops and readers decode what they need themselves, instead of
-//! prefetches and readers evicting each other's chunks over and over.
+//! prefetches and readers evicting each other's units over and over.
 
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
@@ -21,8 +21,8 @@ use parking_lot::{Condvar, Mutex};
 use crate::codec::ChunkData;
 use crate::error::Result;
 
-/// Which chunk: array id, layout tag (how the view stores it) and read-unit grid index.
-pub type ChunkKey = (u64, u8, Vec<u64>);
+/// Which unit: array id, layout tag (how the view stores it) and unit grid index.
+pub type UnitKey = (u64, u8, Vec<u64>);
 
 #[derive(Default)]
 struct Pending {
@@ -31,56 +31,56 @@ struct Pending {
 }
 
 struct Entry {
-    chunk: Arc<ChunkData>,
-    /// Bytes of the chunk handed out so far.
+    unit: Arc<ChunkData>,
+    /// Bytes of the unit handed out so far.
     served: usize,
     /// When it was loaded or last read.
     used_at: Instant,
 }
 
-/// A chunk read within this long is in use: no prefetch evicts it.
+/// A unit read within this long is in use: no prefetch evicts it.
 pub const IN_USE: Duration = Duration::from_secs(1);
 
-/// Served chunks remembered so that stale prefetches skip them.
+/// Served units remembered so that stale prefetches skip them.
 const SERVED_MEMORY: usize = 4096;
 
 struct Inner {
-    lru: LruCache<ChunkKey, Entry>,
+    lru: LruCache<UnitKey, Entry>,
     used: usize,
     /// Prefetches queued and not yet started.
-    queued: HashSet<ChunkKey>,
-    /// Chunks recently dropped because they were wholly served.
-    served: LruCache<ChunkKey, ()>,
+    queued: HashSet<UnitKey>,
+    /// Units recently dropped because they were wholly served.
+    served: LruCache<UnitKey, ()>,
 }
 
-pub struct ChunkCache {
+pub struct UnitCache {
     budget: usize,
-    /// Whether the chunks of a file that fits [`ChunkCache::keeps`] stay once served.
+    /// Whether the units of a file that fits [`UnitCache::keeps`] stay once served.
     keep_fitting: AtomicBool,
     inner: Mutex<Inner>,
-    loading: Mutex<HashMap<ChunkKey, Arc<Pending>>>,
+    loading: Mutex<HashMap<UnitKey, Arc<Pending>>>,
 }
 
-/// The load of one key in progress: when it ends (or unwinds), waiters get its chunk, or
+/// The load of one key in progress: when it ends (or unwinds), waiters get its unit, or
 /// nothing and load for themselves, and the key is free to load again.
 struct Leader<'a> {
-    cache: &'a ChunkCache,
-    key: &'a ChunkKey,
+    cache: &'a UnitCache,
+    key: &'a UnitKey,
     pending: &'a Pending,
-    chunk: Option<Arc<ChunkData>>,
+    unit: Option<Arc<ChunkData>>,
 }
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
-        *self.pending.done.lock() = Some(self.chunk.take());
+        *self.pending.done.lock() = Some(self.unit.take());
         self.pending.cv.notify_all();
         self.cache.loading.lock().remove(self.key);
     }
 }
 
-impl ChunkCache {
+impl UnitCache {
     pub fn new(budget: usize) -> Self {
-        ChunkCache {
+        UnitCache {
             budget,
             keep_fitting: AtomicBool::new(false),
             inner: Mutex::new(Inner {
@@ -99,19 +99,19 @@ impl ChunkCache {
         self.budget
     }
 
-    /// Keep the chunks of files of at most half the budget once they are served, so a
+    /// Keep the units of files of at most half the budget once they are served, so a
     /// re-read right after a read decodes nothing (for a mount where nothing else keeps
     /// what was read, such as a materialized copy).
     pub fn keep_fitting(&self, on: bool) {
         self.keep_fitting.store(on, Ordering::Relaxed);
     }
 
-    /// Whether served chunks of a file of `bytes` decoded bytes stay in the cache.
+    /// Whether served units of a file of `bytes` decoded bytes stay in the cache.
     pub fn keeps(&self, bytes: u64) -> bool {
         self.keep_fitting.load(Ordering::Relaxed) && self.fits(bytes)
     }
 
-    /// Whether a file of `bytes` decoded bytes is small enough for its chunks to stay
+    /// Whether a file of `bytes` decoded bytes is small enough for its units to stay
     /// once served: at most half the budget.
     pub fn fits(&self, bytes: u64) -> bool {
         bytes <= (self.budget / 2) as u64
@@ -122,32 +122,32 @@ impl ChunkCache {
         self.inner.lock().used
     }
 
-    /// The cached chunk, without loading.
-    pub fn peek(&self, key: &ChunkKey) -> Option<Arc<ChunkData>> {
+    /// The cached unit, without loading.
+    pub fn peek(&self, key: &UnitKey) -> Option<Arc<ChunkData>> {
         self.inner.lock().lru.get_mut(key).map(|e| {
             e.used_at = Instant::now();
-            e.chunk.clone()
+            e.unit.clone()
         })
     }
 
-    /// Note that `bytes` more of the chunk at `key` were handed out; once all of it has
-    /// been, drop it (its memory goes to the next chunk).
-    pub fn served(&self, key: &ChunkKey, bytes: usize) {
+    /// Note that `bytes` more of the unit at `key` were handed out; once all of it has
+    /// been, drop it (its memory goes to the next unit).
+    pub fn served(&self, key: &UnitKey, bytes: usize) {
         self.served_by(key, bytes, true)
     }
 
-    /// [`ChunkCache::served`]; with `drop_whole` false the chunk stays until the LRU
+    /// [`UnitCache::served`]; with `drop_whole` false the unit stays until the LRU
     /// evicts it (another reader may still want it).
-    pub fn served_by(&self, key: &ChunkKey, bytes: usize, drop_whole: bool) {
+    pub fn served_by(&self, key: &UnitKey, bytes: usize, drop_whole: bool) {
         let mut inner = self.inner.lock();
         let Some(entry) = inner.lru.peek_mut(key) else {
             return;
         };
         entry.served += bytes;
         entry.used_at = Instant::now();
-        let size = entry.chunk.mem_size();
+        let size = entry.unit.mem_size();
         // A unit of fill value is one element however much of it is read: it stays.
-        if drop_whole && entry.served >= size && !matches!(entry.chunk.as_ref(), ChunkData::Fill(_))
+        if drop_whole && entry.served >= size && !matches!(entry.unit.as_ref(), ChunkData::Fill(_))
         {
             inner.lru.pop(key);
             inner.used -= size;
@@ -158,8 +158,8 @@ impl ChunkCache {
     }
 
     /// Claim a background load of `key`: false when it is cached, loading or already
-    /// queued. A claim must be followed by [`ChunkCache::prefetch`].
-    pub fn claim_prefetch(&self, key: &ChunkKey) -> bool {
+    /// queued. A claim must be followed by [`UnitCache::prefetch`].
+    pub fn claim_prefetch(&self, key: &UnitKey) -> bool {
         let loading = self.loading.lock().contains_key(key);
         let mut inner = self.inner.lock();
         if loading || inner.lru.contains(key) || inner.queued.contains(key) {
@@ -170,14 +170,14 @@ impl ChunkCache {
     }
 
     /// Give up a claim that was never queued.
-    pub fn unclaim_prefetch(&self, key: &ChunkKey) {
+    pub fn unclaim_prefetch(&self, key: &UnitKey) {
         self.inner.lock().queued.remove(key);
     }
 
     /// Run a claimed background load of `key` (about `size` bytes decoded), unless the
-    /// chunk was served whole since it was claimed (a reader got there first), is
-    /// present, or would need room that chunks in use hold.
-    pub fn prefetch(&self, key: &ChunkKey, size: usize, load: impl FnOnce() -> Result<ChunkData>) {
+    /// unit was served whole since it was claimed (a reader got there first), is
+    /// present, or would need room that units in use hold.
+    pub fn prefetch(&self, key: &UnitKey, size: usize, load: impl FnOnce() -> Result<ChunkData>) {
         {
             let mut inner = self.inner.lock();
             inner.queued.remove(key);
@@ -188,14 +188,14 @@ impl ChunkCache {
                 return;
             }
         }
-        // Errors surface when a reader asks for the chunk.
+        // Errors surface when a reader asks for the unit.
         let _ = self.get_or_load(key, load);
     }
 
-    /// The chunk at `key`, loading it with `load` on a miss (once, however many ask).
+    /// The unit at `key`, loading it with `load` on a miss (once, however many ask).
     pub fn get_or_load(
         &self,
-        key: &ChunkKey,
+        key: &UnitKey,
         load: impl FnOnce() -> Result<ChunkData>,
     ) -> Result<Arc<ChunkData>> {
         if let Some(hit) = self.peek(key) {
@@ -217,8 +217,8 @@ impl ChunkCache {
             while done.is_none() {
                 pending.cv.wait(&mut done);
             }
-            if let Some(Some(chunk)) = done.as_ref() {
-                return Ok(chunk.clone());
+            if let Some(Some(unit)) = done.as_ref() {
+                return Ok(unit.clone());
             }
             drop(done);
             // The leader failed: report our own error.
@@ -229,25 +229,25 @@ impl ChunkCache {
             cache: self,
             key,
             pending: &pending,
-            chunk: None,
+            unit: None,
         };
         let result = load().map(Arc::new);
-        if let Ok(chunk) = &result {
-            self.insert(key.clone(), chunk.clone());
-            leader.chunk = Some(chunk.clone());
+        if let Ok(unit) = &result {
+            self.insert(key.clone(), unit.clone());
+            leader.unit = Some(unit.clone());
         }
         drop(leader);
         result
     }
 
-    /// Evict chunks not in use, least recently used first, until `size` more bytes fit;
-    /// false when chunks in use are in the way.
+    /// Evict units not in use, least recently used first, until `size` more bytes fit;
+    /// false when units in use are in the way.
     fn make_room(inner: &mut Inner, budget: usize, size: usize) -> bool {
         while inner.used.saturating_add(size) > budget {
             match inner.lru.peek_lru() {
                 Some((_, e)) if e.used_at.elapsed() >= IN_USE => {
                     if let Some((_, old)) = inner.lru.pop_lru() {
-                        inner.used -= old.chunk.mem_size();
+                        inner.used -= old.unit.mem_size();
                     }
                 }
                 _ => return false,
@@ -256,24 +256,24 @@ impl ChunkCache {
         true
     }
 
-    fn insert(&self, key: ChunkKey, chunk: Arc<ChunkData>) {
-        let size = chunk.mem_size();
+    fn insert(&self, key: UnitKey, unit: Arc<ChunkData>) {
+        let size = unit.mem_size();
         if size > self.budget {
             return;
         }
         let mut inner = self.inner.lock();
         let entry = Entry {
-            chunk,
+            unit,
             served: 0,
             used_at: Instant::now(),
         };
         if let Some(old) = inner.lru.put(key, entry) {
-            inner.used -= old.chunk.mem_size();
+            inner.used -= old.unit.mem_size();
         }
         inner.used += size;
         while inner.used > self.budget {
             match inner.lru.pop_lru() {
-                Some((_, old)) => inner.used -= old.chunk.mem_size(),
+                Some((_, old)) => inner.used -= old.unit.mem_size(),
                 None => break,
             }
         }
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn evicts_to_budget_and_decodes_concurrent_misses_once() {
-        let cache = Arc::new(ChunkCache::new(250));
+        let cache = Arc::new(UnitCache::new(250));
         for i in 0..5u64 {
             cache
                 .get_or_load(&(1, 0, vec![i]), || Ok(ChunkData::Fixed(vec![0; 100])))
@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn a_load_that_panics_releases_its_waiters() {
-        let cache = Arc::new(ChunkCache::new(1000));
+        let cache = Arc::new(UnitCache::new(1000));
         let key = (4, 0, vec![0]);
         let (started_tx, started_rx) = std::sync::mpsc::channel();
         let leader = {
@@ -346,8 +346,8 @@ mod tests {
     }
 
     #[test]
-    fn served_chunks_leave_and_stale_prefetches_skip_them() {
-        let cache = ChunkCache::new(1000);
+    fn served_units_leave_and_stale_prefetches_skip_them() {
+        let cache = UnitCache::new(1000);
         let key = (3, 0, vec![0]);
         assert!(cache.claim_prefetch(&key));
         assert!(!cache.claim_prefetch(&key), "queued once");
@@ -361,7 +361,7 @@ mod tests {
         assert!(cache.peek(&key).is_none());
         assert_eq!(cache.used(), 0);
         // The queued prefetch then finds it served and does not decode it again.
-        cache.prefetch(&key, 100, || panic!("served chunk decoded again"));
+        cache.prefetch(&key, 100, || panic!("served unit decoded again"));
         assert!(cache.peek(&key).is_none());
         // A later claim loads normally.
         assert!(cache.claim_prefetch(&key));
@@ -370,17 +370,17 @@ mod tests {
     }
 
     #[test]
-    fn prefetch_never_evicts_chunks_in_use() {
-        let cache = ChunkCache::new(300);
+    fn prefetch_never_evicts_units_in_use() {
+        let cache = UnitCache::new(300);
         for i in 0..3u64 {
             cache
                 .get_or_load(&(5, 0, vec![i]), || Ok(ChunkData::Fixed(vec![0; 100])))
                 .unwrap();
         }
-        // The budget holds three chunks readers just used: a prefetch does not load.
+        // The budget holds three units readers just used: a prefetch does not load.
         let key = (5, 0, vec![9]);
         assert!(cache.claim_prefetch(&key));
-        cache.prefetch(&key, 100, || panic!("prefetch evicted chunks in use"));
+        cache.prefetch(&key, 100, || panic!("prefetch evicted units in use"));
         assert!(cache.peek(&key).is_none());
         assert_eq!(cache.used(), 300);
         // A reader's own load still makes room.
@@ -389,7 +389,7 @@ mod tests {
             .unwrap();
         assert!(cache.peek(&key).is_some());
         assert_eq!(cache.used(), 300);
-        // Once no reader has used a chunk for a while, a prefetch may replace it.
+        // Once no reader has used a unit for a while, a prefetch may replace it.
         std::thread::sleep(IN_USE);
         let key = (5, 0, vec![10]);
         assert!(cache.claim_prefetch(&key));

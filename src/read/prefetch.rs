@@ -1,6 +1,6 @@
 //! Background decoding ahead of readers: a pool of worker threads (two per core by
 //! default) fed through a bounded queue. Jobs that do not fit are dropped: prefetch is a
-//! hint, and a reader that needs the chunk decodes it itself. One more thread tells the
+//! hint, and a reader that needs the unit decodes it itself. One more thread tells the
 //! store which values the queued decodes will read, so that a local disk reads them in
 //! the background while the decoders are busy with earlier ones.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::pool::Pool;
 
-/// Prefetch threads per core: a chunk's read from a cold disk overlaps another's decode.
+/// Prefetch threads per core: a unit's read from a cold disk overlaps another's decode.
 pub const PREFETCH_PER_CORE: usize = 2;
 
 /// Jobs that may wait in the queue.

@@ -1,30 +1,25 @@
 //! A flat byte view of one array: the elements in C or F order, little- or big-endian.
 //! Decoded read units are cached already in the file's layout (transposed for F order,
 //! byte-swapped for big-endian), so a byte range maps to runs that are each one copy out
-//! of a cached unit (fill value for missing chunks, edge units clipped).
-//! Variable-length arrays render as one JSON value per line.
+//! of a cached unit (fill value for missing chunks, edge units clipped). Each reader
+//! brings its own readahead [`Cursor`]; `view/stream.rs` streams a whole file for `cat`.
+//! Variable-length arrays have no flat view: their text is `text.rs`.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use base64::Engine;
-use parking_lot::Mutex;
-
 use crate::codec::region::Region;
 use crate::codec::{reverse_axes, swap_elements, ChunkData};
-use crate::error::{output_error, Error, Result};
-use crate::metadata::{DataType, SwapUnits};
+use crate::error::{Error, Result};
+use crate::metadata::SwapUnits;
 use crate::read::array::Array;
-use crate::read::cache::{ChunkCache, ChunkKey};
+use crate::read::cache::{UnitCache, UnitKey};
 use crate::read::geometry::Geometry;
 pub use crate::read::geometry::{Layout, Order};
 use crate::read::prefetch::Prefetcher;
+use crate::read::readahead::{Cursor, MIN_WINDOW};
 
 mod stream;
-
-/// The readahead window starts here and doubles while reads stay sequential.
-const MIN_WINDOW: u64 = 4 << 20;
 
 /// Requests of a remote store the readahead window spans, at least.
 const REQUESTS_AHEAD: u64 = 16;
@@ -34,34 +29,6 @@ const MAX_PREFETCH_UNITS: usize = 256;
 
 /// Units a read answered from the cache alone ([`View::read_now`]) may gather, at most.
 const MAX_NOW_UNITS: usize = 64;
-
-/// Where one reader's sequential reading of a file has got to: each open file has its
-/// own (see `fs/handles.rs`), so readers of one array at different offsets keep their own
-/// readahead windows.
-#[derive(Default)]
-pub struct Cursor(Mutex<Readahead>);
-
-/// The state behind a [`Cursor`].
-struct Readahead {
-    end: u64,
-    window: u64,
-    /// Reads in a row that continued the previous ones.
-    streak: u32,
-    /// Where the units already queued for prefetch end: each read queues only what the
-    /// window newly covers.
-    planned: u64,
-}
-
-impl Default for Readahead {
-    fn default() -> Readahead {
-        Readahead {
-            end: 0,
-            window: MIN_WINDOW,
-            streak: 1,
-            planned: 0,
-        }
-    }
-}
 
 /// Decodes read units into the file's layout; shared with prefetch jobs.
 struct UnitLoader {
@@ -74,13 +41,13 @@ struct UnitLoader {
 }
 
 impl UnitLoader {
-    fn key(&self, idx: &[u64]) -> ChunkKey {
+    fn key(&self, idx: &[u64]) -> UnitKey {
         (self.array.unit_id(idx), self.tag(), idx.to_vec())
     }
 
     /// [`UnitLoader::key`] when it is known without asking the store (a thread that
     /// answers at once does no store I/O); `None` when it is not.
-    fn key_now(&self, idx: &[u64]) -> Option<ChunkKey> {
+    fn key_now(&self, idx: &[u64]) -> Option<UnitKey> {
         Some((self.array.unit_id_now(idx)?, self.tag(), idx.to_vec()))
     }
 
@@ -148,7 +115,7 @@ impl UnitSlice {
 pub struct View {
     geometry: Geometry,
     loader: Arc<UnitLoader>,
-    cache: Arc<ChunkCache>,
+    cache: Arc<UnitCache>,
     elements: u64,
     prefetcher: Option<Arc<Prefetcher>>,
     max_window: u64,
@@ -158,7 +125,7 @@ pub struct View {
 }
 
 impl View {
-    pub fn new(array: Arc<Array>, cache: Arc<ChunkCache>, layout: Layout) -> Result<View> {
+    pub fn new(array: Arc<Array>, cache: Arc<UnitCache>, layout: Layout) -> Result<View> {
         let item = array.meta.dtype.size().ok_or_else(|| {
             Error::Internal(format!(
                 "{}: variable-length array has no flat view",
@@ -221,10 +188,10 @@ impl View {
 
     /// Note that `bytes` of the unit at `key` were handed out: a unit read whole leaves
     /// the cache, unless other open files read this view too or the cache keeps files
-    /// of this size (see [`ChunkCache::keeps`]). Units named by their bytes (shared by
+    /// of this size (see [`UnitCache::keeps`]). Units named by their bytes (shared by
     /// the versions of an array that hold them) stay while the file fits: another
     /// version's file, which the kernel caches apart, may read them next.
-    fn served(&self, key: &ChunkKey, bytes: usize) {
+    fn served(&self, key: &UnitKey, bytes: usize) {
         let alone = self.readers.load(Ordering::Relaxed) <= 1;
         let size = self.size();
         let keep =
@@ -311,41 +278,13 @@ impl View {
             needed.remove(0);
             self.prefetch(prefetcher, needed, inline);
         }
-        let (from, to) = {
-            let mut ra = cursor.0.lock();
-            // A stream must be established (two reads that continue each other) before
-            // reads may arrive out of order within the window: random readers get no
-            // readahead.
-            let slack = if ra.streak >= 2 { ra.window } else { len };
-            let sequential = offset <= ra.end + slack && offset + len + slack >= ra.end;
-            if sequential {
-                ra.end = ra.end.max(offset + len);
-                ra.streak = ra.streak.saturating_add(1);
-                if ra.streak >= 2 {
-                    ra.window = (ra.window * 2).min(self.max_window);
-                }
-            } else {
-                ra.end = offset + len;
-                ra.window = MIN_WINDOW;
-                ra.streak = u32::from(offset == 0);
-                ra.planned = 0;
-            }
-            let from = ra.end.max(ra.planned);
-            let to = (ra.end + ra.window).min(self.size());
-            if ra.streak < 2 || from >= to {
-                return;
-            }
-            ra.planned = to;
-            (from, to)
+        let Some((from, to)) = cursor.advance(offset, len, self.max_window, self.size()) else {
+            return;
         };
         let units = self.units(from / item, to.div_ceil(item), MAX_PREFETCH_UNITS);
         let truncated = units.len() >= MAX_PREFETCH_UNITS;
         if !self.prefetch(prefetcher, units, inline) || truncated {
-            // Not all of [from, to) is queued: the next read plans from `from` again.
-            let mut ra = cursor.0.lock();
-            if ra.planned == to {
-                ra.planned = from;
-            }
+            cursor.unplan(from, to);
         }
     }
 
@@ -496,7 +435,7 @@ impl View {
     }
 
     /// The unit at `idx` (cache key `key`), decoded now if the cache does not hold it.
-    fn load_unit(&self, key: &ChunkKey, idx: &[u64]) -> Result<Arc<ChunkData>> {
+    fn load_unit(&self, key: &UnitKey, idx: &[u64]) -> Result<Arc<ChunkData>> {
         self.cache.get_or_load(key, || self.loader.load(idx))
     }
 
@@ -510,7 +449,7 @@ impl View {
         last: u64,
         dst: &mut [u8],
         first_not_served: bool,
-        mut get_unit: impl FnMut(&ChunkKey, &[u64]) -> Result<Arc<ChunkData>>,
+        mut get_unit: impl FnMut(&UnitKey, &[u64]) -> Result<Arc<ChunkData>>,
     ) -> Result<()> {
         let loader = &self.loader;
         // Everything below is in file-axis order, where units and the file are both C order.
@@ -552,52 +491,4 @@ impl View {
             Ok(true)
         })
     }
-}
-
-/// One JSON value for a variable-length element: text as a string, bytes as base64.
-pub fn json_value(dtype: &DataType, element: &Option<Vec<u8>>) -> String {
-    match element {
-        None => "null".into(),
-        Some(b) if *dtype == DataType::String => {
-            serde_json::to_string(&String::from_utf8_lossy(b)).unwrap_or_else(|_| "null".into())
-        }
-        Some(b) => format!(
-            "\"{}\"",
-            base64::engine::general_purpose::STANDARD.encode(b)
-        ),
-    }
-}
-
-/// Write a variable-length array as one JSON value per line, in `order`.
-pub fn write_var_lines(
-    array: &Array,
-    cache: &ChunkCache,
-    order: Order,
-    out: &mut impl Write,
-) -> Result<()> {
-    let meta = &array.meta;
-    let elements: u64 = meta.shape.iter().product();
-    let mut line = String::new();
-    // Units stay in C order here; runs step through them.
-    let geometry = Geometry::new(&meta.shape, array.unit_shape(), order, 0);
-    geometry.runs(Order::C, 0, elements, |run| {
-        let key = (array.unit_id(run.unit), 0, run.unit.to_vec());
-        let chunk = cache.get_or_load(&key, || array.read_unit(run.unit))?;
-        let ChunkData::Var(items) = chunk.as_ref() else {
-            return Err(Error::corrupt(
-                &meta.meta_key,
-                "fixed-size chunk in a text view",
-            ));
-        };
-        for k in 0..run.len as usize {
-            let e = items
-                .get(run.offset + k * run.step)
-                .ok_or_else(|| Error::corrupt(&meta.meta_key, "decoded chunk too small"))?;
-            line.clear();
-            line.push_str(&json_value(&meta.dtype, e));
-            line.push('\n');
-            out.write_all(line.as_bytes()).map_err(output_error)?;
-        }
-        Ok(())
-    })
 }

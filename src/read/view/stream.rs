@@ -6,10 +6,11 @@
 use std::io::{IoSlice, Write};
 use std::sync::Arc;
 
-use super::{Cursor, View};
+use super::View;
 use crate::codec::ChunkData;
 use crate::error::{output_error, Error, Result};
-use crate::read::cache::ChunkKey;
+use crate::read::cache::UnitKey;
+use crate::read::readahead::Cursor;
 
 /// Runs shorter than this are assembled: per piece, a vectored write costs more than
 /// copying it.
@@ -75,7 +76,7 @@ impl View {
             return Ok(false);
         }
         self.plan(cursor, offset, len, false);
-        let mut held: Vec<(ChunkKey, Arc<ChunkData>)> = Vec::new();
+        let mut held: Vec<(UnitKey, Arc<ChunkData>)> = Vec::new();
         let mut fill: Option<Vec<u8>> = None;
         for idx in units {
             let key = loader.key(&idx);

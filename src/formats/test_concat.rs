@@ -3,7 +3,7 @@
 //! arrays one after the other (by name), then the first of them again as read whole
 //! through the context (a small array).
 
-use super::{Built, Context, Placement, Segment, ViewFormat};
+use super::{Built, Context, Format, Placement, Segment};
 use crate::hierarchy::NodeKind;
 use crate::Result;
 
@@ -12,7 +12,7 @@ const TRAILER_LIMIT: u64 = 1 << 20;
 
 pub struct Concat;
 
-impl ViewFormat for Concat {
+impl Format for Concat {
     fn name(&self) -> &'static str {
         "concat"
     }

@@ -2,7 +2,7 @@
 //! classic and BigTIFF flavours, and a writer of an IFD that keeps its own values right
 //! after its entries.
 
-use super::scalar::Scalar;
+use crate::formats::scalar::Scalar;
 
 pub const ASCII: u16 = 2;
 pub const SHORT: u16 = 3;

@@ -2,14 +2,14 @@
 //! raw encoding, byte order and the raw file as `data file`; complex elements are a
 //! fastest axis of two (kind `complex`).
 
-use super::scalar::Scalar;
-use super::{file_shape, non_empty, Absent, Built, Context, ViewFormat};
+use crate::formats::scalar::Scalar;
+use crate::formats::{file_shape, non_empty, Absent, Built, Context, Format};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
 
 pub struct Nrrd;
 
-impl ViewFormat for Nrrd {
+impl Format for Nrrd {
     fn name(&self) -> &'static str {
         "nrrd"
     }

@@ -1,7 +1,7 @@
-//! What a view format may look at while it builds a file: the node it is built for, its
+//! What a format may look at while it builds a file: the node it is built for, its
 //! file name and layout, any node's attributes (the parents' conventions, such as a
 //! group's `multiscales` or a CRS), sibling arrays' metadata, and the bytes of small
-//! arrays (coordinates), read through the mount's own cache.
+//! arrays (coordinates), read through the cache of the mount (or of `cat`).
 
 use std::sync::Arc;
 

@@ -6,21 +6,22 @@
 //! sizes, the dimension order, the physical sizes and units of the first level's scale
 //! and the channels' names and colours from `omero`. The planes are the first level's
 //! leading indices (t, c, z) in C order; a level whose leading sizes differ from the
-//! first's ends the pyramid there (logged).
+//! first's ends the pyramid there (logged). The multiscale is read by
+//! `conventions/ome.rs`; this file writes the TIFF and its OME-XML.
 
 use serde_json::{Map, Value};
 
 use super::pyramid::{self, Level, Pyramid};
-use super::scalar::Scalar;
-use super::{log_once, non_empty, xml_escape, Built, Context, Placement, ViewFormat};
-use crate::hierarchy::{join, normalize};
+use crate::formats::conventions::ome::{self, Axis, Dim};
+use crate::formats::scalar::Scalar;
+use crate::formats::{log_once, non_empty, xml_escape, Built, Context, Format, Placement};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Order;
 use crate::Result;
 
 pub struct OmeTiff;
 
-impl ViewFormat for OmeTiff {
+impl Format for OmeTiff {
     fn name(&self) -> &'static str {
         "ome-tiff"
     }
@@ -39,7 +40,7 @@ impl ViewFormat for OmeTiff {
 
     fn build(&self, ctx: &Context) -> Result<Built> {
         let attrs = ctx.attributes(ctx.path())?;
-        let Some((multiscale, omero)) = multiscale(&attrs) else {
+        let Some((multiscale, omero)) = ome::multiscale(&attrs) else {
             return Ok(Err("no OME-NGFF multiscales".into()));
         };
         let built = image(ctx, multiscale, omero).and_then(|image| {
@@ -62,100 +63,6 @@ impl ViewFormat for OmeTiff {
     }
 }
 
-/// The first multiscale of a group's attributes and its `omero` block.
-fn multiscale(attrs: &Map<String, Value>) -> Option<(&Map<String, Value>, Option<&Value>)> {
-    let root = attrs
-        .get("ome")
-        .and_then(Value::as_object)
-        .filter(|ome| ome.contains_key("multiscales"))
-        .unwrap_or(attrs);
-    let first = root.get("multiscales")?.as_array()?.first()?.as_object()?;
-    Some((first, root.get("omero")))
-}
-
-/// The OME dimensions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dim {
-    T,
-    C,
-    Z,
-    Y,
-    X,
-}
-
-impl Dim {
-    fn letter(self) -> char {
-        match self {
-            Dim::T => 'T',
-            Dim::C => 'C',
-            Dim::Z => 'Z',
-            Dim::Y => 'Y',
-            Dim::X => 'X',
-        }
-    }
-}
-
-/// An axis of the multiscale.
-#[derive(Debug)]
-struct Axis {
-    dim: Dim,
-    unit: Option<String>,
-}
-
-/// The axes of a multiscale of rank `rank`: the last two are y and x, those before
-/// them time, channel or a third space axis (z), each at most once.
-fn axes(multiscale: &Map<String, Value>, rank: usize) -> std::result::Result<Vec<Axis>, String> {
-    let listed: Vec<(String, Option<String>, Option<String>)> = match multiscale.get("axes") {
-        // OME-NGFF 0.1 and 0.2 have no axes: five, t c z y x.
-        None if rank <= 5 => ["t", "c", "z", "y", "x"][5 - rank..]
-            .iter()
-            .map(|n| (n.to_string(), None, None))
-            .collect(),
-        None => return Err(format!("rank {rank} with no axes")),
-        Some(Value::Array(list)) => list
-            .iter()
-            .map(|a| match a {
-                Value::String(name) => Ok((name.clone(), None, None)),
-                Value::Object(o) => {
-                    let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
-                    Ok((text("name").unwrap_or_default(), text("type"), text("unit")))
-                }
-                _ => Err("an axis that is neither a name nor an object".to_string()),
-            })
-            .collect::<std::result::Result<_, _>>()?,
-        Some(_) => return Err("axes is not a list".into()),
-    };
-    if listed.len() != rank {
-        return Err(format!("{} axes for rank {rank}", listed.len()));
-    }
-    if rank < 2 {
-        return Err(format!("rank {rank} (an image needs 2 or more)"));
-    }
-    let mut seen = Vec::new();
-    let mut axes = Vec::with_capacity(rank);
-    for (i, (name, kind, unit)) in listed.into_iter().enumerate() {
-        let dim = match (kind.as_deref(), name.as_str()) {
-            (Some("space") | None, _) if i == rank - 1 => Dim::X,
-            (Some("space") | None, _) if i == rank - 2 => Dim::Y,
-            (Some("space"), _) | (None, "z") => Dim::Z,
-            (Some("time"), _) | (None, "t") => Dim::T,
-            (Some("channel"), _) | (None, "c") => Dim::C,
-            (kind, name) => {
-                return Err(format!(
-                    "axis {name:?} (type {}) has no OME dimension",
-                    kind.unwrap_or("none")
-                ))
-            }
-        };
-        if seen.contains(&dim) {
-            return Err(format!("two axes are OME's {}", dim.letter()));
-        }
-        seen.push(dim);
-        axes.push(Axis { dim, unit });
-    }
-    Ok(axes)
-}
-
 /// What the OME-TIFF of an image shows.
 struct Image {
     axes: Vec<Axis>,
@@ -167,7 +74,7 @@ struct Image {
     planes: u64,
     levels: Vec<Level>,
     /// Names and colours of the channels.
-    channels: Vec<(Option<String>, Option<i32>)>,
+    channels: Vec<ome::Channel>,
 }
 
 fn image(
@@ -175,24 +82,8 @@ fn image(
     multiscale: &Map<String, Value>,
     omero: Option<&Value>,
 ) -> std::result::Result<Image, String> {
-    let datasets = multiscale
-        .get("datasets")
-        .and_then(Value::as_array)
-        .filter(|d| !d.is_empty())
-        .ok_or("no datasets")?;
-    let level_array = |i: usize, dataset: &Value| {
-        let path = dataset
-            .get("path")
-            .and_then(Value::as_str)
-            .filter(|p| !p.split('/').any(|part| part == ".."))
-            .ok_or_else(|| format!("dataset {i} has no path inside the group"))?;
-        let path = normalize(&join(ctx.path(), path));
-        let meta = ctx
-            .array(&path)
-            .map_err(|e| format!("level {i} ({path}): {e}"))?;
-        Ok::<_, String>((path, meta))
-    };
-    let (path, base) = level_array(0, &datasets[0])?;
+    let datasets = ome::datasets(multiscale)?;
+    let (path, base) = ome::dataset(ctx, 0, &datasets[0])?;
     let rank = base.shape.len();
     if rank < 2 {
         return Err(format!(
@@ -202,10 +93,10 @@ fn image(
     let scalar = Scalar::of(&base.dtype)?;
     ome_type(scalar)?;
     non_empty(&base)?;
-    let scale = scale(&datasets[0], multiscale, rank);
+    let scale = ome::scale(&datasets[0], multiscale, rank);
     let mut levels = vec![level(&path, &base)];
     for (i, dataset) in datasets.iter().enumerate().skip(1) {
-        let (path, meta) = level_array(i, dataset)?;
+        let (path, meta) = ome::dataset(ctx, i, dataset)?;
         let same = meta.shape.len() == rank
             && meta.dtype == base.dtype
             && meta.shape[..rank - 2] == base.shape[..rank - 2];
@@ -219,29 +110,12 @@ fn image(
         }
         levels.push(level(&path, &meta));
     }
-    let axes = axes(multiscale, rank)?;
+    let axes = ome::axes(multiscale, rank)?;
     let planes = base.shape[..rank - 2]
         .iter()
         .try_fold(1u64, |n, &d| n.checked_mul(d))
         .ok_or("too many planes")?;
-    let channels = omero
-        .and_then(|o| o.get("channels"))
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .map(|c| {
-                    let name = c.get("label").and_then(Value::as_str).map(str::to_string);
-                    let color = c
-                        .get("color")
-                        .and_then(Value::as_str)
-                        .filter(|h| h.len() == 6)
-                        .and_then(|h| u32::from_str_radix(h, 16).ok())
-                        .map(|rgb| ((rgb << 8) | 0xFF) as i32);
-                    (name, color)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let channels = ome::channels(omero);
     Ok(Image {
         axes,
         shape: base.shape.clone(),
@@ -251,31 +125,6 @@ fn image(
         levels,
         channels,
     })
-}
-
-/// The scale of each of the `rank` axes of `dataset`: its `scale` transforms times the
-/// multiscale's own (1 where none is given).
-fn scale(dataset: &Value, multiscale: &Map<String, Value>, rank: usize) -> Vec<f64> {
-    let mut scale = vec![1.0; rank];
-    for transforms in [
-        dataset.get("coordinateTransformations"),
-        multiscale.get("coordinateTransformations"),
-    ] {
-        for t in transforms.and_then(Value::as_array).into_iter().flatten() {
-            if t.get("type").and_then(Value::as_str) != Some("scale") {
-                continue;
-            }
-            let values: Vec<f64> = t
-                .get("scale")
-                .and_then(Value::as_array)
-                .map(|v| v.iter().filter_map(Value::as_f64).collect())
-                .unwrap_or_default();
-            if values.len() == rank {
-                scale.iter_mut().zip(values).for_each(|(s, v)| *s *= v);
-            }
-        }
-    }
-    scale
 }
 
 /// A level's planes and its tiles, the size of its (inner) chunks' last two sides.

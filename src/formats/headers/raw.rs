@@ -1,11 +1,11 @@
 //! The array's own flat file: its elements, nothing else.
 
-use super::{Built, Context, Segment, ViewFormat};
+use crate::formats::{Built, Context, Format, Segment};
 use crate::Result;
 
 pub struct Raw;
 
-impl ViewFormat for Raw {
+impl Format for Raw {
     fn name(&self) -> &'static str {
         "raw"
     }

@@ -8,17 +8,17 @@
 //! WKT 1 text without one);
 //! nodata, scale and offset go to GDAL's own tags.
 
-use super::crs::CrsKind;
-use super::geo::{self, number, Georef, Raster};
-use super::scalar::Scalar;
-use super::tiff_ifd::{sample, Endian, Flavour, Tag};
-use super::{non_empty, Absent, Built, Context, ViewFormat, MAX_PLANES};
+use super::ifd::{sample, Endian, Flavour, Tag};
+use crate::formats::conventions::crs::CrsKind;
+use crate::formats::conventions::geo::{self, number, Georef, Raster};
+use crate::formats::scalar::Scalar;
+use crate::formats::{non_empty, Absent, Built, Context, Format, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
 
 pub struct Tiff;
 
-impl ViewFormat for Tiff {
+impl Format for Tiff {
     fn name(&self) -> &'static str {
         "tiff"
     }

@@ -20,9 +20,9 @@ use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::crs::{Crs, CrsKind};
-use super::scalar::Scalar;
-use super::Context;
 use crate::codec::num::{Kind, Num};
+use crate::formats::scalar::Scalar;
+use crate::formats::Context;
 use crate::hierarchy::join;
 use crate::metadata::{ArrayMetadata, FillValue, Format};
 
@@ -95,7 +95,7 @@ pub fn raster(ctx: &Context, meta: &ArrayMetadata) -> Raster {
 
 /// Says once per array and reason why it has no georeference.
 fn log_once(path: &str, why: &str) {
-    super::log_once(format!("/{path}: not georeferenced: {why}"));
+    crate::formats::log_once(format!("/{path}: not georeferenced: {why}"));
 }
 
 fn georef(ctx: &Context, meta: &ArrayMetadata) -> Result<Georef, String> {

@@ -2,14 +2,14 @@
 //! element type, the byte order and the raw file as `ElementDataFile`; complex elements
 //! are two channels.
 
-use super::scalar::Scalar;
-use super::{file_shape, non_empty, Absent, Built, Context, ViewFormat};
+use crate::formats::scalar::Scalar;
+use crate::formats::{file_shape, non_empty, Absent, Built, Context, Format};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
 
 pub struct Mhd;
 
-impl ViewFormat for Mhd {
+impl Format for Mhd {
     fn name(&self) -> &'static str {
         "mhd"
     }

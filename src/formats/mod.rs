@@ -1,37 +1,33 @@
-//! The files an array (or a group) shows besides its raw flat file: a complete `.npy` or
-//! TIFF (a header in front of the raw bytes) and detached headers beside the raw file
-//! (ENVI `.hdr`, MetaImage `.mhd`, NRRD `.nhdr`, GDAL `.vrt`), so that numpy, GDAL,
-//! ImageJ, ITK and ENVI open an array with no parameters.
+//! The file formats: what files an array (or a group) shows, its raw flat file and the
+//! others (the CLI calls them views: `--views`, `cat --as`): a complete `.npy` or TIFF (a
+//! header in front of the raw bytes), detached headers beside the raw file (ENVI `.hdr`,
+//! MetaImage `.mhd`, NRRD `.nhdr`, GDAL `.vrt`) and OME-TIFF pyramids of OME-Zarr images,
+//! so that numpy, GDAL, ImageJ, ITK and ENVI open an array with no parameters. The layer
+//! sits between `fs`, which serves the files, and `read`, whose flat views they cut up;
+//! `cat` builds them here too.
 //!
-//! Each format is one small file holding a [`ViewFormat`] and one line in [`FORMATS`]:
+//! `headers/` holds the header writers, `tiff/` the TIFF family, `conventions/` what the
+//! formats read of a hierarchy's conventions (georeference, CRS, OME-NGFF), `scalar.rs`
+//! an element type as the headers name it. Each format is one small file holding a
+//! [`Format`] and one line in [`FORMATS`]:
 //! its name, suffix, aliases, where its file sits, and how it builds the file from a
 //! [`Context`] (the node, its parents' attributes, sibling arrays). A file is a list of
 //! [`Segment`]s: literal bytes, byte ranges of arrays' flat views, or a plane of one cut
 //! into tiles, which the filesystem serves from the arrays' one shared view each.
 
 mod context;
-mod crs;
-mod envi;
-mod geo;
-mod mhd;
-mod npy;
-mod nrrd;
-mod ome;
-mod pyramid;
-mod raw;
+mod conventions;
+mod headers;
 mod scalar;
 #[cfg(test)]
 mod test_concat;
 mod tiff;
-mod tiff_ifd;
-mod tiles;
-mod vrt;
 
 use std::fmt;
 use std::str::FromStr;
 
 pub use context::{too_large, Context};
-pub use tiles::TileGrid;
+pub use tiff::tiles::TileGrid;
 
 use crate::metadata::ArrayMetadata;
 use crate::read::view::Layout;
@@ -41,28 +37,28 @@ use crate::Result;
 /// in memory, about 250 bytes a plane.
 pub const MAX_PLANES: u64 = 1 << 16;
 
-/// Every view format, in the order listings and `--views all` name them. A new format is
+/// Every format, in the order listings and `--views all` name them. A new format is
 /// one file and one line here.
-static FORMATS: &[&dyn ViewFormat] = &[
-    &raw::Raw,
-    &npy::Npy,
-    &tiff::Tiff,
-    &envi::Envi,
-    &mhd::Mhd,
-    &nrrd::Nrrd,
-    &vrt::Vrt,
-    &ome::OmeTiff,
+static FORMATS: &[&dyn Format] = &[
+    &headers::raw::Raw,
+    &headers::npy::Npy,
+    &tiff::strips::Tiff,
+    &headers::envi::Envi,
+    &headers::mhd::Mhd,
+    &headers::nrrd::Nrrd,
+    &headers::vrt::Vrt,
+    &tiff::ome::OmeTiff,
     #[cfg(test)]
     &test_concat::Concat,
 ];
 
-/// Why a view is absent for a node.
+/// Why a format has no file for a node.
 pub type Absent = String;
 
 /// What a format builds for a node: the file's segments, or why it has no file.
 pub type Built = std::result::Result<Vec<Segment>, Absent>;
 
-/// A piece of a view's file.
+/// A piece of a format's file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Segment {
     /// Bytes held whole (a header, a trailer).
@@ -97,7 +93,7 @@ pub enum Placement {
 }
 
 /// One way of showing a node as a file.
-pub trait ViewFormat: Send + Sync {
+pub trait Format: Send + Sync {
     /// The name used in `--views` and `--as`.
     fn name(&self) -> &'static str;
     /// Other names accepted for it.
@@ -121,24 +117,24 @@ pub trait ViewFormat: Send + Sync {
 
 /// A format of [`FORMATS`], by its place there.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ViewKind(usize);
+pub struct FormatKind(usize);
 
-impl fmt::Debug for ViewKind {
+impl fmt::Debug for FormatKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.label())
     }
 }
 
-impl ViewKind {
+impl FormatKind {
     /// The array's own flat file.
-    pub const RAW: ViewKind = ViewKind(0);
+    pub const RAW: FormatKind = FormatKind(0);
 
     /// Every format.
-    pub fn all() -> impl Iterator<Item = ViewKind> {
-        (0..FORMATS.len()).map(ViewKind)
+    pub fn all() -> impl Iterator<Item = FormatKind> {
+        (0..FORMATS.len()).map(FormatKind)
     }
 
-    pub fn format(self) -> &'static dyn ViewFormat {
+    pub fn format(self) -> &'static dyn Format {
         FORMATS[self.0]
     }
 
@@ -147,12 +143,12 @@ impl ViewKind {
         self.format().name()
     }
 
-    /// What the view's file name adds to the node's name.
+    /// What the format's file name adds to the node's name.
     pub fn suffix(self) -> &'static str {
         self.format().suffix()
     }
 
-    /// The view's file name for the node file `name`.
+    /// The format's file name for the node file `name`.
     pub fn file_name(self, name: &str) -> String {
         format!("{name}{}", self.suffix())
     }
@@ -163,68 +159,68 @@ impl ViewKind {
 
     /// The names of every format, for messages.
     fn names() -> String {
-        let names: Vec<&str> = Self::all().map(ViewKind::label).collect();
+        let names: Vec<&str> = Self::all().map(FormatKind::label).collect();
         names.join(", ")
     }
 }
 
-impl FromStr for ViewKind {
+impl FromStr for FormatKind {
     type Err = String;
 
     /// A format by its name or one of its aliases, in any case.
-    fn from_str(s: &str) -> std::result::Result<ViewKind, String> {
+    fn from_str(s: &str) -> std::result::Result<FormatKind, String> {
         let s = s.trim().to_ascii_lowercase();
-        ViewKind::all()
+        FormatKind::all()
             .find(|k| k.label() == s || k.format().aliases().contains(&s.as_str()))
-            .ok_or_else(|| format!("unknown view {s:?}: one of {}, all", ViewKind::names()))
+            .ok_or_else(|| format!("unknown view {s:?}: one of {}, all", FormatKind::names()))
     }
 }
 
-/// The views a mount shows.
+/// The formats a mount shows (`--views`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ViewSet(Vec<ViewKind>);
+pub struct FormatSet(Vec<FormatKind>);
 
-impl Default for ViewSet {
+impl Default for FormatSet {
     /// The raw file only.
-    fn default() -> ViewSet {
-        ViewSet(vec![ViewKind::RAW])
+    fn default() -> FormatSet {
+        FormatSet(vec![FormatKind::RAW])
     }
 }
 
-impl ViewSet {
-    pub fn contains(&self, kind: ViewKind) -> bool {
+impl FormatSet {
+    pub fn contains(&self, kind: FormatKind) -> bool {
         self.0.contains(&kind)
     }
 
-    /// The views listed, in the registry's order.
-    pub fn kinds(&self) -> impl Iterator<Item = ViewKind> + '_ {
+    /// The formats listed, in the registry's order.
+    pub fn kinds(&self) -> impl Iterator<Item = FormatKind> + '_ {
         self.0.iter().copied()
     }
 
     /// Whether the raw file is shown: asked for, or needed by a detached header.
     pub fn shows_raw(&self) -> bool {
         self.kinds()
-            .any(|k| k == ViewKind::RAW || k.format().needs_raw())
+            .any(|k| k == FormatKind::RAW || k.format().needs_raw())
     }
 
-    /// The views other than the raw file placed as `placement` says.
-    pub fn extra(&self, placement: Placement) -> impl Iterator<Item = ViewKind> + '_ {
+    /// The formats other than the raw file placed as `placement` says.
+    pub fn extra(&self, placement: Placement) -> impl Iterator<Item = FormatKind> + '_ {
         self.kinds()
-            .filter(move |k| *k != ViewKind::RAW && k.placement() == placement)
+            .filter(move |k| *k != FormatKind::RAW && k.placement() == placement)
     }
 }
 
-impl FromStr for ViewSet {
+impl FromStr for FormatSet {
     type Err = String;
 
     /// A list such as `raw,npy,tiff` or `all` (`:` also separates, for `-o views=npy:tiff`).
-    fn from_str(s: &str) -> std::result::Result<ViewSet, String> {
+    fn from_str(s: &str) -> std::result::Result<FormatSet, String> {
         let mut kinds = Vec::new();
         for part in s.split([',', ':']).map(str::trim).filter(|p| !p.is_empty()) {
             if part.eq_ignore_ascii_case("all") {
-                kinds.extend(ViewKind::all());
+                kinds.extend(FormatKind::all());
             } else {
-                kinds.push(part.parse::<ViewKind>()?);
+                kinds.push(part.parse::<FormatKind>()?);
             }
         }
         if kinds.is_empty() {
@@ -232,13 +228,13 @@ impl FromStr for ViewSet {
         }
         kinds.sort_unstable();
         kinds.dedup();
-        Ok(ViewSet(kinds))
+        Ok(FormatSet(kinds))
     }
 }
 
-impl fmt::Display for ViewSet {
+impl fmt::Display for FormatSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let labels: Vec<&str> = self.kinds().map(ViewKind::label).collect();
+        let labels: Vec<&str> = self.kinds().map(FormatKind::label).collect();
         f.write_str(&labels.join(","))
     }
 }
@@ -249,7 +245,7 @@ fn file_shape(meta: &ArrayMetadata, layout: Layout) -> Vec<u64> {
     crate::read::geometry::file_shape(&meta.shape, layout.order)
 }
 
-/// Log `line` at info level the first time it comes (a view is built again on every
+/// Log `line` at info level the first time it comes (a format's file is built again on every
 /// refresh of its node).
 fn log_once(line: String) {
     use std::collections::HashSet;
@@ -285,43 +281,43 @@ mod tests {
 
     #[test]
     fn view_lists_parse_with_commas_colons_aliases_and_all() {
-        let set: ViewSet = "npy:tiff".parse().unwrap();
+        let set: FormatSet = "npy:tiff".parse().unwrap();
         assert_eq!(set.to_string(), "npy,tiff");
         assert!(!set.shows_raw());
-        let set: ViewSet = "npy,envi".parse().unwrap();
+        let set: FormatSet = "npy,envi".parse().unwrap();
         assert!(set.shows_raw(), "a detached header needs the raw file");
-        let all: ViewSet = "all".parse().unwrap();
-        let every: Vec<&str> = ViewKind::all().map(ViewKind::label).collect();
+        let all: FormatSet = "all".parse().unwrap();
+        let every: Vec<&str> = FormatKind::all().map(FormatKind::label).collect();
         assert_eq!(all.to_string(), every.join(","));
         assert!(all
             .to_string()
             .starts_with("raw,npy,tiff,envi,mhd,nrrd,vrt"));
         assert_eq!(
-            "TIF,hdr,nhdr".parse::<ViewSet>().unwrap().to_string(),
+            "TIF,hdr,nhdr".parse::<FormatSet>().unwrap().to_string(),
             "tiff,envi,nrrd"
         );
         assert_eq!(
-            "vrt,npy,vrt".parse::<ViewSet>().unwrap().to_string(),
+            "vrt,npy,vrt".parse::<FormatSet>().unwrap().to_string(),
             "npy,vrt"
         );
-        assert!("npy,jpeg".parse::<ViewSet>().is_err());
-        assert!("".parse::<ViewSet>().is_err());
-        assert_eq!(ViewSet::default().to_string(), "raw");
+        assert!("npy,jpeg".parse::<FormatSet>().is_err());
+        assert!("".parse::<FormatSet>().is_err());
+        assert_eq!(FormatSet::default().to_string(), "raw");
     }
 
     #[test]
     fn every_format_has_a_distinct_name_suffix_and_aliases() {
         let mut seen = std::collections::HashSet::new();
-        for kind in ViewKind::all() {
+        for kind in FormatKind::all() {
             let f = kind.format();
             for name in std::iter::once(f.name()).chain(f.aliases().iter().copied()) {
                 assert!(seen.insert(name.to_string()), "{name} named twice");
-                assert_eq!(name.parse::<ViewKind>().unwrap(), kind);
+                assert_eq!(name.parse::<FormatKind>().unwrap(), kind);
             }
         }
-        let suffixes: std::collections::HashSet<(&str, Placement)> = ViewKind::all()
+        let suffixes: std::collections::HashSet<(&str, Placement)> = FormatKind::all()
             .map(|k| (k.suffix(), k.placement()))
             .collect();
-        assert_eq!(suffixes.len(), ViewKind::all().count());
+        assert_eq!(suffixes.len(), FormatKind::all().count());
     }
 }

@@ -5,15 +5,15 @@
 
 use std::fmt::Write;
 
-use super::geo::{self, Raster};
-use super::scalar::Scalar;
-use super::{non_empty, xml_escape, Absent, Built, Context, ViewFormat, MAX_PLANES};
+use crate::formats::conventions::geo::{self, Raster};
+use crate::formats::scalar::Scalar;
+use crate::formats::{non_empty, xml_escape, Absent, Built, Context, Format, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
 
 pub struct Vrt;
 
-impl ViewFormat for Vrt {
+impl Format for Vrt {
     fn name(&self) -> &'static str {
         "vrt"
     }

@@ -7,9 +7,9 @@
 //! full resolution, so that what a reader of the header reads ahead is the overview,
 //! not the largest level's chunks.
 
-use super::scalar::Scalar;
-use super::tiff_ifd::{sample, Endian, Flavour, Tag};
-use super::{Absent, Segment, TileGrid, MAX_PLANES};
+use super::ifd::{sample, Endian, Flavour, Tag};
+use crate::formats::scalar::Scalar;
+use crate::formats::{Absent, Segment, TileGrid, MAX_PLANES};
 
 /// The most bytes a pyramid's header may hold.
 const MAX_HEADER: u64 = 64 << 20;

@@ -4,14 +4,14 @@
 
 use std::fmt::Write;
 
-use super::Absent;
-use super::{Built, Context, ViewFormat};
+use crate::formats::Absent;
+use crate::formats::{Built, Context, Format};
 use crate::metadata::{ArrayMetadata, DataType, Field};
 use crate::read::view::{Layout, Order};
 
 pub struct Npy;
 
-impl ViewFormat for Npy {
+impl Format for Npy {
     fn name(&self) -> &'static str {
         "npy"
     }

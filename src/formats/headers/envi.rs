@@ -6,16 +6,16 @@
 
 use std::fmt::Write;
 
-use super::crs::CrsKind;
-use super::geo::{self, number, Georef, Raster};
-use super::scalar::Scalar;
-use super::{file_shape, non_empty, Absent, Built, Context, ViewFormat, MAX_PLANES};
+use crate::formats::conventions::crs::CrsKind;
+use crate::formats::conventions::geo::{self, number, Georef, Raster};
+use crate::formats::scalar::Scalar;
+use crate::formats::{file_shape, non_empty, Absent, Built, Context, Format, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
 
 pub struct Envi;
 
-impl ViewFormat for Envi {
+impl Format for Envi {
     fn name(&self) -> &'static str {
         "envi"
     }
