@@ -23,6 +23,10 @@
 #           user.zarrfs.bytes_fetched; "n/a" when the mount has none)
 #        g  `ls -lR` and `find -type f | wc -l` on the mounted 10k hierarchy against
 #           `find` on the store folder
+#        z  `zarrfs cat` against zarrs (the Rust Zarr library; benches/zarrs-read, built
+#           with its own target dir target/zarrs-read) reading each whole array into
+#           memory, cold; both outputs' SHA-256 must match (scripts/bench_zarrs.sh;
+#           BENCH_ZARRS=0 skips it)
 #        bb three back-to-back reads of each array per --io mode with the default
 #           materialization, the daemon's CPU seconds, against `zarrfs cat`
 #           (scripts/bench_b2b.sh; BENCH_B2B=0 skips it)
@@ -360,6 +364,12 @@ for r in $(seq "$repeat"); do
     timed g.ls_store_warm ls_tree "$small"
 done
 rm -f "$count_file"
+fi
+
+# ---------------------------------------------------------------- zarrs (z)
+if [ "${BENCH_ZARRS:-1}" != 0 ]; then
+    # shellcheck source=scripts/bench_zarrs.sh
+    source scripts/bench_zarrs.sh
 fi
 
 # ---------------------------------------------------------------- back to back (bb)

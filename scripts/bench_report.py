@@ -303,6 +303,35 @@ def readers_section(raw: Raw, add, key: str, title: str, blurb: str, readers: di
     return lines
 
 
+def zarrs_section(raw: Raw, nbytes: int) -> list[str]:
+    """The zarrs table (z.* keys of scripts/bench_zarrs.sh): `zarrfs cat` against zarrs
+    reading the same array whole, and their time ratio; no criteria."""
+    lines = ["## zarrfs cat against zarrs (z)", "",
+             f"zarrs {raw.text('z.meta.zarrs')} (benches/zarrs-read: filesystem store, "
+             "`retrieve_array_subset` of the whole array into memory as C-order bytes, "
+             "zarrs' default codec options and concurrency) against `zarrfs cat` to "
+             "/dev/null (streamed, not held), each process timed whole, page cache dropped "
+             "before each, back to back in each repetition. The ratio is zarrfs's time over zarrs' (below 1: "
+             "zarrfs faster). In-process: the reader's own seconds for opening the array "
+             "and reading it, without the process's start and exit.", ""]
+    rows = []
+    for key, label in VARIANTS:
+        cat, zarrs = raw.num(f"z.cat.{key}"), raw.num(f"z.zarrs.{key}")
+        inner = raw.num(f"z.zarrs_inner.{key}")
+        r = ratio(cat, zarrs)
+        rows.append([label, fmt_spread(raw, f"z.cat.{key}", nbytes),
+                     fmt_spread(raw, f"z.zarrs.{key}", nbytes),
+                     "n/a" if inner is None else f"{inner:.2f} s",
+                     "n/a" if r is None else f"{r:.2f}"])
+    lines += table(["array", "zarrfs cat", "zarrs", "zarrs, in-process",
+                    "zarrfs / zarrs (time)"], rows)
+    same = [key for key, _ in VARIANTS
+            if raw.text(f"z.cat.{key}.sha256") not in ("n/a", "")
+            and raw.text(f"z.cat.{key}.sha256") == raw.text(f"z.zarrs.{key}.sha256")]
+    lines += ["", f"Same bytes (SHA-256) from both: {', '.join(same) or 'none'}.", ""]
+    return lines
+
+
 def refs_section(raw: Raw, add) -> list[str]:
     """The reference-set table (k.* keys of scripts/bench_refs.sh); adds its criteria."""
     return readers_section(
@@ -528,6 +557,8 @@ def main() -> int:
     limit = (cache_bytes + 64 * MIB) / MIB
     add(f"(h) daemon peak RSS at the end of (a), max of {len(hwms)} mounts (MiB)",
         max(hwms) / 1024 if hwms else None, limit, False, "{:.0f}")
+    if any(raw.values.get(f"z.{who}.{key}") for who in ("cat", "zarrs") for key, _ in VARIANTS):
+        lines += zarrs_section(raw, nbytes)
     if raw.nums("k.mount"):
         lines += refs_section(raw, add)
     if raw.nums("l.mount"):
