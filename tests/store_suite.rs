@@ -14,11 +14,12 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use base64::Engine;
 use common::servers::{azurite, azurite_put, nginx, s3s_fs, Server};
-use common::{assert_no_failures, manifest_at, venv_python, TempDir};
+use common::{
+    assert_no_failures, icechunk_reset_branch, manifest_at, run_python, venv_python, TempDir,
+};
 use zarrfs::store::{
     open, ByteRange, FolderStore, MemoryStore, Store, StoreConfig, Version, VersionChoice,
     SNAPSHOT_TAG,
@@ -407,8 +408,11 @@ fn check_rewritten(name: &str, store: &dyn Store, key: &str, bytes: &[u8], befor
     );
 }
 
+/// What rewrites [`REWRITTEN`] behind a store's back, given the new bytes.
+type Rewrite<'a> = dyn Fn(&[u8]) + 'a;
+
 /// The suite, then (when `rewrite` is given) a rewrite of [`REWRITTEN`] through it.
-fn run_suite(name: &str, store: &dyn Store, expect: &Expected, rewrite: Option<&dyn Fn(&[u8])>) {
+fn run_suite(name: &str, store: &dyn Store, expect: &Expected, rewrite: Option<&Rewrite>) {
     passes(name, store, expect);
     if let Some(rewrite) = rewrite {
         let before = version_now(store, REWRITTEN);
@@ -486,17 +490,7 @@ fn zip_tree(dir: &Path, out: &Path) {
                 \x20           how = zipfile.ZIP_DEFLATED if n % 2 else zipfile.ZIP_STORED\n\
                 \x20           path = os.path.join(root, name)\n\
                 \x20           z.write(path, os.path.relpath(path, src), compress_type=how)\n";
-    let out_status = Command::new("python3")
-        .args(["-c", code])
-        .arg(dir)
-        .arg(out)
-        .output()
-        .expect("run python3");
-    assert!(
-        out_status.status.success(),
-        "zipfile: {}",
-        String::from_utf8_lossy(&out_status.stderr)
-    );
+    run_python(Path::new("python3"), "zipfile", code, [dir, out]);
 }
 
 #[test]
@@ -546,46 +540,49 @@ fn rewrite_on_disk(dir: &Path) -> impl Fn(&[u8]) + '_ {
     move |b: &[u8]| write_file(&dir.join(REWRITTEN), b)
 }
 
+/// The tree in bucket `suite` of s3s-fs (with `keys`, or anonymous), read at `url` with
+/// the options `options` gives for the server.
+fn s3s_fs_suite(
+    name: &str,
+    url: &str,
+    keys: Option<(&str, &str)>,
+    options: impl FnOnce(&Server) -> StoreConfig,
+) {
+    let (top, dir) = tree();
+    let root = buckets(top.path());
+    let server = s3s_fs(root.path(), keys);
+    let store = open(url, &options(&server)).expect("open");
+    let mut expect = Expected::tree(&dir, true);
+    expect.known.push(S3S_FS_SUFFIX);
+    run_suite(name, &*store, &expect, Some(&rewrite_on_disk(&dir)));
+}
+
 #[test]
 fn s3_store_passes_the_suite() {
     const ACCESS: &str = "suiteACCESSKEY";
     const SECRET: &str = "suite-secret-key-5b1e";
-    let (top, dir) = tree();
-    let root = buckets(top.path());
-    let server = s3s_fs(root.path(), Some((ACCESS, SECRET)));
-    let cfg = StoreConfig {
-        options: options(&[
-            ("endpoint", &server.url()),
-            ("allow_http", "true"),
-            ("region", "us-east-1"),
-            ("aws_access_key_id", ACCESS),
-            ("aws_secret_access_key", SECRET),
-        ]),
-        ..StoreConfig::default()
-    };
-    let store = open("s3://suite/tree", &cfg).expect("open s3");
-    let rewrite = rewrite_on_disk(&dir);
-    let mut expect = Expected::tree(&dir, true);
-    expect.known.push(S3S_FS_SUFFIX);
-    run_suite("s3", &*store, &expect, Some(&rewrite));
+    s3s_fs_suite("s3", "s3://suite/tree", Some((ACCESS, SECRET)), |server| {
+        StoreConfig {
+            options: options(&[
+                ("endpoint", &server.url()),
+                ("allow_http", "true"),
+                ("region", "us-east-1"),
+                ("aws_access_key_id", ACCESS),
+                ("aws_secret_access_key", SECRET),
+            ]),
+            ..StoreConfig::default()
+        }
+    });
 }
 
 /// GCS through its XML API, which s3s-fs answers (as tests/remote.rs reads it).
 #[test]
 fn gcs_store_passes_the_suite() {
-    let (top, dir) = tree();
-    let root = buckets(top.path());
-    let server = s3s_fs(root.path(), None);
-    let cfg = StoreConfig {
+    s3s_fs_suite("gcs", "gs://suite/tree", None, |server| StoreConfig {
         anonymous: true,
         options: options(&[("google_base_url", &server.url()), ("allow_http", "true")]),
         ..StoreConfig::default()
-    };
-    let store = open("gs://suite/tree", &cfg).expect("open gs");
-    let rewrite = rewrite_on_disk(&dir);
-    let mut expect = Expected::tree(&dir, true);
-    expect.known.push(S3S_FS_SUFFIX);
-    run_suite("gcs", &*store, &expect, Some(&rewrite));
+    });
 }
 
 #[test]
@@ -791,20 +788,10 @@ fn icechunk_expected(repo: &Path, kind: &str, name: &str) -> Expected {
                 \x20   return values, present\n\
                 values, present = asyncio.run(main())\n\
                 print(json.dumps({'snapshot': session.snapshot_id, 'values': values, 'present': present}))\n";
-    let out = Command::new(python)
-        .args(["-c", code])
-        .arg(repo)
-        .args([kind, name])
-        .args(ICECHUNK_MISSING)
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("run the icechunk package");
-    assert!(
-        out.status.success(),
-        "icechunk read-back: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc = common::last_json(&String::from_utf8_lossy(&out.stdout));
+    let mut args: Vec<&std::ffi::OsStr> = vec![repo.as_os_str(), kind.as_ref(), name.as_ref()];
+    args.extend(ICECHUNK_MISSING.iter().map(std::ffi::OsStr::new));
+    let out = run_python(&python, "icechunk read-back", code, args);
+    let doc = common::last_json(&out);
     let present = doc["present"].as_array().expect("present");
     assert!(present.is_empty(), "the fixture holds {present:?}");
     let b64 = base64::engine::general_purpose::STANDARD;
@@ -874,7 +861,7 @@ fn icechunk_store_passes_the_suite() {
     common::copy_dir(&repo, &copy);
     let moving = open(&copy.display().to_string(), &StoreConfig::default()).expect("open copy");
     passes("icechunk copy", &*moving, &main);
-    reset_branch(&copy, "main", &snapshot_of(&v1));
+    icechunk_reset_branch(&copy, "main", &snapshot_of(&v1));
     moving.refresh(None).expect("refresh");
     passes("icechunk copy moved to v1", &*moving, &v1);
 }
@@ -885,25 +872,4 @@ fn snapshot_of(expect: &Expected) -> String {
         Some(Version::Tag(tag)) => tag.strip_prefix(SNAPSHOT_TAG).expect("tag").to_string(),
         other => panic!("no snapshot: {other:?}"),
     }
-}
-
-/// Move branch `branch` of the repository at `repo` to `snapshot`, with the icechunk
-/// package.
-fn reset_branch(repo: &Path, branch: &str, snapshot: &str) {
-    let python = venv_python("ZARRFS_ICECHUNK_PYTHON", "venv-icechunk");
-    let code = "import sys, icechunk\n\
-                r = icechunk.Repository.open(icechunk.local_filesystem_storage(sys.argv[1]))\n\
-                r.reset_branch(sys.argv[2], sys.argv[3])";
-    let out = Command::new(python)
-        .args(["-c", code])
-        .arg(repo)
-        .args([branch, snapshot])
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "reset_branch: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
