@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use common::mount::Mount;
 use common::servers::{azurite, azurite_put, nginx, s3s_fs, Proxy, Server};
-use common::{assert_no_failures, manifest_at, sha256, try_cat, xattr, TempDir};
+use common::{
+    assert_no_failures, icechunk_reset_branch, manifest_at, sha256, try_cat, xattr, TempDir,
+};
 use serde_json::Value;
 
 /// The fixture folder and the Icechunk manifest.
@@ -699,27 +701,6 @@ fn served_chunks_stay_in_the_decoded_cache_only_where_other_versions_are_shown()
     );
 }
 
-/// Move branch `branch` of the repository at `repo` to `snapshot`, through the icechunk
-/// Python package.
-fn reset_branch(repo: &Path, branch: &str, snapshot: &str) {
-    let python = common::venv_python("ZARRFS_ICECHUNK_PYTHON", "venv-icechunk");
-    let code = "import sys, icechunk\n\
-                r = icechunk.Repository.open(icechunk.local_filesystem_storage(sys.argv[1]))\n\
-                r.reset_branch(sys.argv[2], sys.argv[3])";
-    let out = std::process::Command::new(python)
-        .args(["-c", code])
-        .arg(repo)
-        .args([branch, snapshot])
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "reset_branch: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn a_mount_follows_a_moving_branch_and_files_opened_before_stay_on_their_snapshot() {
     use std::io::Read;
@@ -753,7 +734,7 @@ fn a_mount_follows_a_moving_branch_and_files_opened_before_stay_on_their_snapsho
 
     // main moves back to the snapshot of v1 (doomed there again, flags longer, wide as
     // it was).
-    reset_branch(&repo, "main", tip);
+    icechunk_reset_branch(&repo, "main", tip);
     let moved = std::time::Instant::now();
     let seen = |p: &str| xattr(&mount.path(p), "user.zarrfs.snapshot").is_some_and(|s| s == tip);
     while !(seen("counts") && seen("@branches/main/counts")) {

@@ -46,6 +46,39 @@ pub fn venv_python(env: &str, name: &str) -> PathBuf {
     python
 }
 
+/// Runs Python `code` with `python` and `args` (the icechunk package's logs at error
+/// level): its stdout; a failure fails the test, naming `what`, with its stderr.
+pub fn run_python<A: AsRef<std::ffi::OsStr>>(
+    python: &std::path::Path,
+    what: &str,
+    code: &str,
+    args: impl IntoIterator<Item = A>,
+) -> String {
+    let out = std::process::Command::new(python)
+        .args(["-c", code])
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: run {}: {e}", python.display()));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Move branch `branch` of the Icechunk repository at `repo` to `snapshot`, through the
+/// icechunk Python package.
+pub fn icechunk_reset_branch(repo: &std::path::Path, branch: &str, snapshot: &str) {
+    let python = venv_python("ZARRFS_ICECHUNK_PYTHON", "venv-icechunk");
+    let code = "import sys, icechunk\n\
+                r = icechunk.Repository.open(icechunk.local_filesystem_storage(sys.argv[1]))\n\
+                r.reset_branch(sys.argv[2], sys.argv[3])";
+    let args = [repo.as_os_str(), branch.as_ref(), snapshot.as_ref()];
+    run_python(&python, "reset_branch", code, args);
+}
+
 /// The JSON document on the last line of `out`.
 pub fn last_json(out: &str) -> Value {
     let line = out.lines().last().unwrap_or("");
