@@ -295,7 +295,9 @@ pub(super) fn read_part(
             }
             .at(key)
         })?;
-    if let Some(ByteRange::Span { len: want, .. }) = asked {
+    // A reference of a stated length must find that many bytes; one of a whole target
+    // is clipped to it, as any value is.
+    if let (Some(_), Some(ByteRange::Span { len: want, .. })) = (len, asked) {
         if value.bytes.len() as u64 != want {
             return Err(Error::corrupt(
                 key,

@@ -92,8 +92,15 @@ pub(super) fn virtual_targets(
     })
 }
 
+/// Whether the crate's error says there is no such key: none stored, or a key that
+/// cannot be one (not a Zarr key, chunk coordinates outside the grid).
 pub(super) fn not_found(e: &CrateStoreError) -> bool {
-    matches!(e.kind(), StoreErrorKind::NotFound(_))
+    matches!(
+        e.kind(),
+        StoreErrorKind::NotFound(_)
+            | StoreErrorKind::InvalidKey { .. }
+            | StoreErrorKind::InvalidIndex { .. }
+    )
 }
 
 /// The array path (`/a/b`) and grid coordinates of chunk key `key` (`a/b/c/0/1`; `c`
@@ -331,19 +338,20 @@ impl Repo {
             _ => {}
         }
         let label = &self.label;
-        let range = match range {
-            None => IcRange::ALL,
-            Some(ByteRange::Span { offset, len }) => {
-                IcRange::Bounded(offset..offset.saturating_add(len))
-            }
-            Some(ByteRange::Suffix(n)) => IcRange::Last(n),
-        };
+        // A metadata document, read whole (the crate takes no range past its end) and
+        // clipped here.
         let (store, name) = (at.store.clone(), inner.to_string());
-        match block_on(on_runtime(async move { store.get(&name, &range).await }))?? {
-            Ok(bytes) => Ok(Some(Value {
-                bytes: Vec::from(bytes),
-                version: at.version.clone(),
-            })),
+        match block_on(on_runtime(
+            async move { store.get(&name, &IcRange::ALL).await },
+        ))?? {
+            Ok(bytes) => {
+                let (from, len) =
+                    range.map_or((0, bytes.len() as u64), |r| r.clip(bytes.len() as u64));
+                Ok(Some(Value {
+                    bytes: bytes[from as usize..(from + len) as usize].to_vec(),
+                    version: at.version.clone(),
+                }))
+            }
             // A version folder is a group even where the version holds nothing (the
             // repository's first snapshot has not even a root group).
             Err(e) if not_found(&e) && key != inner && inner == "zarr.json" => Ok(Some(Value {

@@ -33,7 +33,8 @@ use icechunk::repository::VersionInfo;
 use icechunk::Repository;
 use parking_lot::{Mutex, RwLock};
 
-use chunks::{not_found, virtual_targets, Repo};
+use chunks::{chunk_of, not_found, payload, virtual_targets, Repo};
+use icechunk::format::manifest::ChunkPayload;
 use versions::{
     checkout, reference_version, snapshot_version, Checkout, BRANCHES, SNAPSHOTS, TAGS,
 };
@@ -176,6 +177,24 @@ fn list_at(label: &str, at: &Checkout, prefix: &str, inner: &str) -> Result<List
 
 /// The size and version of `key` at version `at` (as `inner` there).
 fn head_at(label: &str, at: &Checkout, key: &str, inner: &str) -> Result<Option<Head>> {
+    // A chunk key: the size its manifest entry gives, none where the snapshot holds no
+    // such chunk.
+    if chunk_of(inner).is_some() {
+        let size = match payload(at, inner) {
+            None => return Ok(None),
+            Some((_, _, ChunkPayload::Inline(bytes))) => Some(bytes.len() as u64),
+            Some((_, _, ChunkPayload::Ref(chunk))) => Some(chunk.length),
+            Some((_, _, ChunkPayload::Virtual(chunk))) => Some(chunk.length),
+            // A kind of chunk this version does not know: the crate's own size.
+            Some(_) => None,
+        };
+        if let Some(size) = size {
+            return Ok(Some(Head {
+                size,
+                version: at.version.clone(),
+            }));
+        }
+    }
     match block_on(at.store.getsize(inner))? {
         Ok(size) => Ok(Some(Head {
             size,

@@ -457,10 +457,19 @@ impl Store for ReferenceStore {
                 size: bytes.len() as u64,
                 version: self.version.clone(),
             })),
-            Ref::Range { len: Some(len), .. } => Ok(Some(Head {
-                size: *len,
-                version: self.version.clone(),
-            })),
+            // The version of a range is its target's, as its read gives.
+            Ref::Range {
+                target,
+                len: Some(len),
+                ..
+            } => {
+                let (store, tkey) = self.targets.store_of(key, target)?;
+                let version = store.head(&tkey)?.map_or(Version::Unknown, |h| h.version);
+                Ok(Some(Head {
+                    size: *len,
+                    version,
+                }))
+            }
             Ref::Range {
                 target, len: None, ..
             } => {
