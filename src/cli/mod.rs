@@ -582,7 +582,11 @@ fn init_logging(cli: &Cli) -> Result<()> {
         } => (log.clone(), *foreground),
         _ => (logging::LogArgs::default(), true),
     };
-    let sink = match (&log.log_file, foreground, crate::daemon::mount::is_daemon()) {
+    let sink = match (
+        &log.log_file,
+        foreground,
+        crate::daemon::background::is_daemon(),
+    ) {
         (Some(path), true, _) | (Some(path), false, true) => logging::Sink::File(path),
         (Some(path), false, false) => {
             // The starting process logs to the terminal; the file is checked now.

@@ -2,6 +2,7 @@
 //! (`fuse.rs`); how each open is served (`io_mode.rs`) and the materialized copies that
 //! passthrough opens read (`materialize/`).
 
+pub mod background;
 pub mod fault;
 pub mod fuse;
 pub mod io_mode;
@@ -10,4 +11,5 @@ pub mod materialize;
 pub mod memory;
 pub mod mount;
 pub mod mount_failure;
+pub mod mountinfo;
 pub mod watch;

@@ -1,28 +1,25 @@
-//! Mounting: startup checks, going to the background once the mount is up, clean
-//! unmount on SIGINT / SIGTERM, and `umount` (stale mounts of killed daemons included).
+//! The mount: startup checks, the FUSE session and its options, serving until unmounted
+//! (by a signal, see [`crate::daemon::background`], or by `zarrfs umount`), and `umount`
+//! itself (stale mounts of killed daemons included).
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{Config, MountOption, SessionACL};
 
+use crate::daemon::background;
 use crate::daemon::fuse::FuseAdapter;
 use crate::daemon::io_mode::IoMode;
+use crate::daemon::mountinfo::{is_mounted, mounted_device};
 use crate::fs::{FsOptions, ZarrFs};
 use crate::hierarchy::Hierarchy;
 use crate::read::prefetch::PREFETCH_PER_CORE;
 use crate::store::StoreConfig;
 use crate::{Error, Result};
-
-/// Set in the environment of the background daemon: it prints `ready` on stdout once
-/// the mount is up.
-const READY_ENV: &str = "ZARRFS_READY_PIPE";
 
 /// Kernel readahead for the mount: two requests of 1 MiB in flight for a sequential reader
 /// (the daemon decodes further ahead itself). A deeper window buys a lone reader nothing
@@ -115,27 +112,6 @@ fn session_config(store: &str, extra: &[String], threads: usize, refreshes: bool
     config
 }
 
-/// The `major:minor` device of the mount at `path`, if `path` is a mount point now.
-fn mounted_device(path: &Path) -> Option<String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let target = path.to_string_lossy();
-    info.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let point = fields
-            .get(4)?
-            .replace("\\040", " ")
-            .replace("\\011", "\t")
-            .replace("\\134", "\\");
-        (point == target)
-            .then(|| fields.get(2).map(|d| d.to_string()))
-            .flatten()
-    })
-}
-
-fn is_mounted(path: &Path) -> bool {
-    mounted_device(path).is_some()
-}
-
 /// The default budget of materialized arrays: a quarter of the memory, at most 4 GiB,
 /// when running as root (the only case the kernel allows backing files).
 pub fn default_materialize() -> u64 {
@@ -209,10 +185,10 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
 /// Run `zarrfs mount`: in front with `foreground`, else in the background once mounted.
 pub fn mount(mut cfg: MountConfig) -> Result<()> {
     let (mountpoint, hierarchy) = preflight(&cfg)?;
-    if !cfg.foreground && std::env::var_os(READY_ENV).is_none() {
-        return spawn_daemon(&mountpoint);
+    if !cfg.foreground && !background::is_daemon() {
+        return background::spawn_daemon(&mountpoint);
     }
-    block_signals();
+    background::block_signals();
     crate::daemon::memory::tune_allocator();
     let name = crate::store::short_name(&cfg.store);
     let threads = cfg
@@ -269,17 +245,12 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         _ => None,
     };
     log::info!("mounted {} at {}", cfg.store, mountpoint.display());
-    if std::env::var_os(READY_ENV).is_some() {
-        let mut out = std::io::stdout();
-        let _ = writeln!(out, "ready").and_then(|_| out.flush());
-        detach_output();
-    }
+    background::report_ready();
     let mut unmounter = session.unmount_callable();
     let signal_mountpoint = mountpoint.clone();
     let stopping = Arc::new(AtomicBool::new(false));
     let stop_requested = stopping.clone();
-    std::thread::spawn(move || {
-        let signal = wait_for_signal();
+    background::on_stop_signal(move |signal| {
         stop_requested.store(true, Ordering::SeqCst);
         log::info!("signal {signal}: unmounting");
         if let Err(e) = unmounter.unmount() {
@@ -358,89 +329,6 @@ fn connection_ended(device: BorrowedFd) -> bool {
     // SAFETY: one valid pollfd, no waiting.
     let n = unsafe { libc::poll(&mut poll, 1, 0) };
     n == 1 && poll.revents & libc::POLLERR != 0
-}
-
-/// Start this program again in the background and wait until it reports the mount up.
-fn spawn_daemon(mountpoint: &Path) -> Result<()> {
-    let exe = std::env::current_exe().map_err(|e| Error::Invalid(format!("current exe: {e}")))?;
-    let mut command = Command::new(exe);
-    command
-        .args(std::env::args_os().skip(1))
-        .env(READY_ENV, "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
-    // SAFETY: setsid is async-signal-safe. The daemon leaves the terminal's session, so
-    // closing the terminal does not reach it.
-    unsafe {
-        command.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = command
-        .spawn()
-        .map_err(|e| Error::Invalid(format!("start daemon: {e}")))?;
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        let _ = BufReader::new(out).read_line(&mut line);
-    }
-    if line.trim() == "ready" {
-        return Ok(());
-    }
-    let status = child
-        .wait()
-        .map_err(|e| Error::Invalid(format!("daemon: {e}")))?;
-    Err(Error::Invalid(format!(
-        "mounting at {} failed ({status})",
-        mountpoint.display()
-    )))
-}
-
-/// Let go of the stdout and stderr the daemon was started with: whoever started it
-/// (a shell pipe, mount(8) through mount.fuse3) waits for them to close. The log goes to
-/// a file or syslog (see the CLI's logging).
-fn detach_output() {
-    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
-        use std::os::fd::AsRawFd;
-        // SAFETY: dup2 onto our own stdout and stderr descriptors.
-        unsafe {
-            libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO);
-            libc::dup2(null.as_raw_fd(), libc::STDERR_FILENO);
-        }
-    }
-}
-
-/// Whether this process is the background daemon started by `zarrfs mount` (it logs to
-/// a file or syslog, since it lets go of stderr once mounted).
-pub fn is_daemon() -> bool {
-    std::env::var_os(READY_ENV).is_some()
-}
-
-fn signal_set() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data initialised by sigemptyset.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        set
-    }
-}
-
-/// Block the stop signals in this thread and every thread it starts later.
-fn block_signals() {
-    let set = signal_set();
-    // SAFETY: changes this thread's signal mask only.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-}
-
-fn wait_for_signal() -> i32 {
-    let set = signal_set();
-    let mut signal = 0;
-    // SAFETY: the signals are blocked in every thread, so sigwait receives them.
-    unsafe { libc::sigwait(&set, &mut signal) };
-    signal
 }
 
 /// `zarrfs umount`: unmount, including a stale mount left by a killed daemon.
