@@ -16,7 +16,7 @@ const READY_ENV: &str = "ZARRFS_READY_PIPE";
 
 /// Start this program again in the background and wait until it reports the mount up.
 pub fn spawn_daemon(mountpoint: &Path) -> Result<()> {
-    let exe = std::env::current_exe().map_err(|e| Error::Invalid(format!("current exe: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::startup_from("current exe", e))?;
     let mut command = Command::new(exe);
     command
         .args(std::env::args_os().skip(1))
@@ -33,7 +33,7 @@ pub fn spawn_daemon(mountpoint: &Path) -> Result<()> {
     }
     let mut child = command
         .spawn()
-        .map_err(|e| Error::Invalid(format!("start daemon: {e}")))?;
+        .map_err(|e| Error::startup_from("start daemon", e))?;
     let mut line = String::new();
     if let Some(out) = child.stdout.take() {
         let _ = BufReader::new(out).read_line(&mut line);
@@ -41,10 +41,8 @@ pub fn spawn_daemon(mountpoint: &Path) -> Result<()> {
     if line.trim() == "ready" {
         return Ok(());
     }
-    let status = child
-        .wait()
-        .map_err(|e| Error::Invalid(format!("daemon: {e}")))?;
-    Err(Error::Invalid(format!(
+    let status = child.wait().map_err(|e| Error::startup_from("daemon", e))?;
+    Err(Error::startup(format!(
         "mounting at {} failed ({status})",
         mountpoint.display()
     )))

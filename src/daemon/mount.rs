@@ -148,28 +148,30 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
     let mut store_cfg = cfg.store_cfg.clone();
     store_cfg.revalidate = cfg.refresh.unwrap_or_else(|| default_refresh(&cfg.store));
     let store = crate::store::open(&cfg.store, &store_cfg)?;
-    let hierarchy =
-        Hierarchy::open(store).map_err(|e| Error::Invalid(format!("{}: {e}", cfg.store)))?;
+    let hierarchy = Hierarchy::open(store).map_err(|e| Error::startup_from(&cfg.store, e))?;
     let mp = &cfg.mountpoint;
     // A mount whose daemon died answers every stat with ENOTCONN.
     let not_usable = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::ENOTCONN) => Error::Invalid(format!(
-            "mountpoint {}: a dead zarrfs/FUSE mount is there (its daemon has ended: \
-             transport endpoint is not connected); run `zarrfs umount {}` first",
-            mp.display(),
-            mp.display()
-        )),
-        _ => Error::Invalid(format!("mountpoint {}: {e}", mp.display())),
+        Some(libc::ENOTCONN) => Error::Startup {
+            message: format!(
+                "mountpoint {}: a dead zarrfs/FUSE mount is there (its daemon has ended: \
+                 transport endpoint is not connected); run `zarrfs umount {}` first",
+                mp.display(),
+                mp.display()
+            ),
+            source: Some(Box::new(e)),
+        },
+        _ => Error::startup_from(format_args!("mountpoint {}", mp.display()), e),
     };
     let abs = std::fs::canonicalize(mp).map_err(not_usable)?;
     if !std::fs::metadata(&abs).map_err(not_usable)?.is_dir() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::startup(format!(
             "mountpoint {}: not a directory",
             mp.display()
         )));
     }
     if is_mounted(&abs) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::startup(format!(
             "mountpoint {}: already mounted (busy)",
             mp.display()
         )));
@@ -177,7 +179,7 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
     // No check that opens /dev/fuse here: a normal user mounts through fusermount3. A
     // failed mount says why (crate::daemon::mount_failure).
     if let Some(message) = crate::daemon::mount_failure::check_allow_other(&cfg.options) {
-        return Err(Error::Invalid(message));
+        return Err(Error::startup(message));
     }
     Ok((abs, hierarchy))
 }
@@ -229,8 +231,11 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     });
     let config = session_config(&cfg.store, &cfg.options, request_loops(), refresh.is_some());
     let notifier = adapter.notifier_slot();
-    let mut session = fuser::Session::new(adapter, &mountpoint, &config)
-        .map_err(|e| Error::Invalid(crate::daemon::mount_failure::explain(&mountpoint, &e)))?;
+    let mut session =
+        fuser::Session::new(adapter, &mountpoint, &config).map_err(|e| Error::Startup {
+            message: crate::daemon::mount_failure::explain(&mountpoint, &e),
+            source: Some(Box::new(e)),
+        })?;
     let _ = notifier.set(session.notifier());
     match session.as_fd().try_clone_to_owned() {
         Ok(fd) => {
