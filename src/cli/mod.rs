@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::daemon::io_mode::IoMode;
 use crate::daemon::logging;
 use crate::daemon::mount::MountConfig;
 use crate::error::output_error;
+use crate::fs::io::IoMode;
 use crate::fs::views::{self, Placement, Segment, ViewKind, ViewSet};
 use crate::fs::FsOptions;
 use crate::hierarchy::Hierarchy;

@@ -13,8 +13,9 @@ use fuser::{Config, MountOption, SessionACL};
 
 use crate::daemon::background;
 use crate::daemon::fuse::FuseAdapter;
-use crate::daemon::io_mode::IoMode;
+use crate::daemon::invalidate::Invalidator;
 use crate::daemon::mountinfo::{is_mounted, mounted_device};
+use crate::fs::io::{IoMode, Serving};
 use crate::fs::{FsOptions, ZarrFs};
 use crate::hierarchy::Hierarchy;
 use crate::read::prefetch::PREFETCH_PER_CORE;
@@ -125,7 +126,7 @@ pub fn default_materialize() -> u64 {
 }
 
 /// Loops reading requests from the kernel: one per core (they answer reads of decoded
-/// bytes themselves and hand everything else to the worker pools of [`FuseAdapter`]).
+/// bytes themselves and hand everything else to the worker pools of [`Serving`]).
 fn request_loops() -> usize {
     std::thread::available_parallelism().map_or(2, usize::from)
 }
@@ -213,7 +214,9 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     let device = Arc::new(std::sync::OnceLock::<OwnedFd>::new());
     let end_device = device.clone();
     let end_mountpoint = mountpoint.clone();
-    let adapter = FuseAdapter::new(fs, threads, cfg.io, materialize).on_end(move || {
+    let serving = Serving::new(fs, threads, cfg.io, materialize);
+    let kernel = Invalidator::new();
+    let adapter = FuseAdapter::new(serving, kernel.clone()).on_end(move || {
         // Once the session ends, fuser (0.18) unmounts the mountpoint path even when the
         // kernel has already ended the connection (its check that the mount is still up
         // always says yes), which removes whatever is mounted there now: a new mount of
@@ -230,13 +233,12 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         }
     });
     let config = session_config(&cfg.store, &cfg.options, request_loops(), refresh.is_some());
-    let notifier = adapter.notifier_slot();
     let mut session =
         fuser::Session::new(adapter, &mountpoint, &config).map_err(|e| Error::Startup {
             message: crate::daemon::mount_failure::explain(&mountpoint, &e),
             source: Some(Box::new(e)),
         })?;
-    let _ = notifier.set(session.notifier());
+    kernel.connect(session.notifier());
     match session.as_fd().try_clone_to_owned() {
         Ok(fd) => {
             let _ = device.set(fd);
@@ -246,7 +248,7 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     // The kernel has taken the INIT reply (which sets readahead): raise it now.
     raise_readahead(&mountpoint, READAHEAD_KIB);
     let _watch = match local_folder(&cfg.store) {
-        Some(root) if refresh.is_some() && cfg.watch => watch_folder(&root, watched_fs, notifier),
+        Some(root) if refresh.is_some() && cfg.watch => watch_folder(&root, watched_fs, kernel),
         _ => None,
     };
     log::info!("mounted {} at {}", cfg.store, mountpoint.display());
@@ -302,15 +304,13 @@ fn local_folder(store: &str) -> Option<PathBuf> {
 fn watch_folder(
     root: &Path,
     fs: Arc<ZarrFs>,
-    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    kernel: Arc<Invalidator>,
 ) -> Option<crate::daemon::watch::Watch> {
     let changed = move |path: &str| match fs.refresh_path(path) {
         Ok(inodes) => {
             log::debug!("refresh: /{path} changed in the folder");
-            if let Some(n) = notifier.get() {
-                crate::daemon::fuse::drop_inodes(n, &inodes);
-                crate::daemon::fuse::drop_names(n, &fs.names_of(&inodes));
-            }
+            kernel.drop_inodes(&inodes);
+            kernel.drop_names(|| fs.names_of(&inodes));
         }
         Err(e) => log::warn!("refresh: /{path}: {e}"),
     };
