@@ -147,3 +147,53 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::fs::ROOT;
+    use crate::read::view::Order;
+
+    /// What a read through `s` answers.
+    fn read(s: &Arc<Serving<()>>, ino: u64, fh: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+        let (tx, rx) = mpsc::channel();
+        s.read(ino, fh, offset, size, move |r| {
+            let _ = tx.send(r.map(<[u8]>::to_vec));
+        });
+        rx.recv().expect("every read is answered")
+    }
+
+    #[test]
+    fn opens_get_the_io_decision_and_reads_answer_what_the_filesystem_reads() {
+        let (dir, fs) = crate::fs::tests::demo_fs(Order::C, false);
+        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Auto, 0);
+        assert!(!s.materializes());
+        let no_backing = |_: &File| -> io::Result<()> { unreachable!("nothing is materialized") };
+        let temperature = s.fs().lookup(ROOT, "temperature").unwrap().ino;
+        let sidecar = s.fs().lookup(ROOT, ".temperature.json").unwrap().ino;
+        let Opening::Daemon { fh, io } = s.open(temperature, no_backing).unwrap() else {
+            panic!("passthrough with materializing off");
+        };
+        assert_eq!(io, OpenIo::Cache, "a lone file");
+        let Opening::Daemon { fh: other, io } = s.open(sidecar, no_backing).unwrap() else {
+            panic!("passthrough with materializing off");
+        };
+        assert_eq!(io, OpenIo::Direct, "while another file is read");
+        // Twice: a read of decoded bytes is answered inline, the first on a worker.
+        for _ in 0..2 {
+            assert_eq!(
+                read(&s, temperature, fh, 8, 100).unwrap(),
+                s.fs().read(fh, 8, 100).unwrap()
+            );
+        }
+        assert!(!read(&s, sidecar, other, 0, 8).unwrap().is_empty());
+        assert!(read(&s, temperature, 999, 0, 8).is_err(), "not open");
+        assert_eq!(s.materialized(temperature), "off");
+        s.release(temperature, fh);
+        s.release(sidecar, other);
+        assert_eq!(s.fs().open_count(), 0);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
