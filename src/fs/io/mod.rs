@@ -1,6 +1,6 @@
 //! The serving core both fronts call, free of fuser and HTTP types: how each open is read
 //! (page cache or direct, see [`mode`]), the materialized copies hot arrays are served
-//! from (see [`materialize`]), and reads: answered inline when their bytes are all
+//! from (see `materialize/`), and reads: answered inline when their bytes are all
 //! decoded, else on a pool of read workers (see [`read`](Serving::read)). Lookups,
 //! attributes, listings and xattrs run on a pool of their own, so that slow reads never
 //! hold up `ls` or `stat`. A job that panics fails its request alone (see
