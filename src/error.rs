@@ -49,6 +49,16 @@ pub enum Error {
     /// The filesystem is read-only.
     #[error("read-only filesystem")]
     ReadOnly,
+    /// A mount that could not start: a store or mountpoint that cannot be used, a session
+    /// the kernel refused, a background daemon that did not come up. The message names
+    /// the cause too (the command line prints only the message); `source` is the failure
+    /// underneath, when there is one.
+    #[error("{message}")]
+    Startup {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -91,6 +101,25 @@ impl Error {
         Error::Shared {
             key: key.into(),
             source: source.clone(),
+        }
+    }
+
+    /// A start-up failure with no failure underneath.
+    pub fn startup(message: impl Into<String>) -> Self {
+        Error::Startup {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A start-up failure of `what` because of `source`: the message is `what: source`.
+    pub fn startup_from(
+        what: impl std::fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Startup {
+            message: format!("{what}: {source}"),
+            source: Some(Box::new(source)),
         }
     }
 
@@ -138,4 +167,22 @@ pub fn output_error(source: io::Error) -> Error {
 /// Shorthand for a decode failure whose key is filled in by the caller.
 pub fn corrupt(reason: impl Into<String>) -> Error {
     Error::corrupt("", reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_startup_failure_names_its_cause_and_keeps_it_as_its_source() {
+        let e = Error::startup_from("mountpoint /m", io::Error::from_raw_os_error(libc::ENOENT));
+        assert_eq!(
+            e.to_string(),
+            "mountpoint /m: No such file or directory (os error 2)"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        let plain = Error::startup("mountpoint /m: not a directory");
+        assert_eq!(plain.to_string(), "mountpoint /m: not a directory");
+        assert!(std::error::Error::source(&plain).is_none());
+    }
 }

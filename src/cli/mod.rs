@@ -6,6 +6,7 @@ mod docs;
 pub mod inspect;
 mod progress;
 mod refresh;
+mod values;
 
 use std::io::{BufWriter, Write};
 use std::os::fd::AsFd;
@@ -16,11 +17,11 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::daemon::io_mode::IoMode;
 use crate::daemon::logging;
 use crate::daemon::mount::MountConfig;
 use crate::error::output_error;
 use crate::formats::{self, FormatKind, FormatSet, Placement, Segment};
+use crate::fs::io::IoMode;
 use crate::fs::FsOptions;
 use crate::hierarchy::Hierarchy;
 use crate::read::array::Array;
@@ -66,7 +67,7 @@ struct StoreArgs {
     #[arg(long)]
     zip: bool,
     /// Seconds allowed for one request to a remote store.
-    #[arg(long, default_value_t = 30.0, value_parser = parse_seconds)]
+    #[arg(long, default_value_t = 30.0, value_parser = values::parse_seconds)]
     timeout: f64,
     /// Retries of a failed request to a remote store, with backoff.
     #[arg(long, default_value_t = 3)]
@@ -79,7 +80,7 @@ struct StoreArgs {
     #[arg(long, value_name = "DIR")]
     disk_cache: Option<PathBuf>,
     /// The disk cache's budget: bytes, or with a unit (20GiB); oldest entries go first.
-    #[arg(long, default_value = "10GiB", value_parser = crate::daemon::mount::parse_size)]
+    #[arg(long, default_value = "10GiB", value_parser = values::parse_size)]
     disk_cache_size: usize,
     /// A reference set (kerchunk JSON) may read its targets under this folder or URL
     /// prefix too (repeatable); by default only under the set's own folder.
@@ -102,7 +103,7 @@ struct StoreArgs {
 struct Refresh(Option<Option<Duration>>);
 
 fn parse_refresh(s: &str) -> std::result::Result<Refresh, String> {
-    crate::daemon::mount::parse_refresh(s).map(Refresh)
+    values::parse_refresh(s).map(Refresh)
 }
 
 /// `--materialize`: a budget, or the default.
@@ -113,7 +114,7 @@ fn parse_materialize(s: &str) -> std::result::Result<Materialize, String> {
     match s {
         "auto" => Ok(Materialize(None)),
         "off" | "no" => Ok(Materialize(Some(0))),
-        size => crate::daemon::mount::parse_size(size).map(|n| Materialize(Some(n as u64))),
+        size => values::parse_size(size).map(|n| Materialize(Some(n as u64))),
     }
 }
 
@@ -141,13 +142,6 @@ fn cat_formats() -> impl clap::builder::TypedValueParser<Value = FormatKind> {
 
 fn header_formats() -> impl clap::builder::TypedValueParser<Value = FormatKind> {
     view_formats(true)
-}
-
-fn parse_seconds(s: &str) -> std::result::Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 86_400.0 => Ok(v),
-        _ => Err(format!("{s:?}: seconds, more than 0 and at most a day")),
-    }
 }
 
 impl StoreArgs {
@@ -253,7 +247,7 @@ enum Command {
         endian: EndianArg,
         /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G), or auto: an
         /// eighth of the memory, at least 256 MiB and at most 4 GiB.
-        #[arg(long, default_value = "auto", value_parser = crate::daemon::mount::parse_cache_size)]
+        #[arg(long, default_value = "auto", value_parser = values::parse_cache_size)]
         cache_size: usize,
         /// The files each array shows: a comma list of raw, npy, tiff, envi, mhd, nrrd,
         /// vrt, ome-tiff, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr,
@@ -489,7 +483,7 @@ fn run(cli: Cli) -> Result<()> {
             log: _,
             options,
         } => {
-            let (store_options, fuse_options) = crate::daemon::mount::split_options(&options);
+            let (store_options, fuse_options) = values::split_options(&options);
             let store_cfg = store_args.config(store_options)?;
             crate::daemon::mount::mount(MountConfig {
                 store,
@@ -588,7 +582,11 @@ fn init_logging(cli: &Cli) -> Result<()> {
         } => (log.clone(), *foreground),
         _ => (logging::LogArgs::default(), true),
     };
-    let sink = match (&log.log_file, foreground, crate::daemon::mount::is_daemon()) {
+    let sink = match (
+        &log.log_file,
+        foreground,
+        crate::daemon::background::is_daemon(),
+    ) {
         (Some(path), true, _) | (Some(path), false, true) => logging::Sink::File(path),
         (Some(path), false, false) => {
             // The starting process logs to the terminal; the file is checked now.

@@ -1,21 +1,17 @@
-//! The thin fuser adapter: each handler calls the filesystem core, replies, or maps the
-//! error to an errno in one place (logging one line). Requests run on worker pools, not
-//! on the thread that talks to the kernel: reads on one, lookups, attributes, listings and
-//! xattrs on another, so that slow reads never hold up `ls` or `stat`. The exception is a
-//! read whose bytes are all decoded in memory: a bounded copy, answered at once. A
-//! request that panics answers EIO (see [`crate::pool`]) and the mount keeps serving.
+//! The thin fuser adapter: each handler calls the serving core ([`crate::fs::io`]) or the
+//! filesystem, replies, or maps the error to an errno in one place (logging one line).
+//! Lookups, attributes, listings and xattrs run on the core's metadata pool, reads on its
+//! read path; what needs fuser stays here: the passthrough registration of a backing
+//! file, and the kernel's caches dropped on a refresh (see [`super::invalidate`]).
 
 use std::ffi::OsStr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use super::fault::Faults;
-use crate::daemon::io_mode::{IoMode, IoPolicy, OpenIo};
-use crate::daemon::materialize::{Materializer, Opened, PASSTHROUGH_FH};
+use crate::daemon::invalidate::Invalidator;
 use crate::error::Error;
-use crate::fs::Now;
+use crate::fs::io::{IoMode, OpenIo, Opening, Serving};
 use crate::fs::{Attr, FileKind, ZarrFs};
-use crate::pool::{caught, FairPool, Pool};
 use fuser::{
     BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
@@ -27,91 +23,20 @@ use fuser::{
 /// again (`zarrfs refresh PATH`).
 pub const REFRESH_XATTR: &str = "user.zarrfs.refresh";
 
-/// Threads answering lookups, attributes, listings and xattrs.
-const META_THREADS: usize = 2;
-
-/// Whether a file is served by the kernel from a backing file (see [`crate::daemon::materialize`]).
+/// Whether a file is served by the kernel from a backing file (see [`Serving::materialized`]).
 const MATERIALIZED_XATTR: &str = "user.zarrfs.materialized";
 
 /// Requests the kernel keeps in flight (background reads, readahead) before it throttles.
 const MAX_BACKGROUND: u16 = 64;
 
-/// Read workers beyond the reads one file may have in flight: a file whose reads hang on
-/// its store never holds up the reads of other files.
-const SPARE_READ_THREADS: usize = 2;
-
-thread_local! {
-    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// The FUSE side of a mount.
 pub struct FuseAdapter {
-    fs: Arc<ZarrFs>,
-    io: Arc<IoPolicy>,
-    materializer: Arc<Materializer<BackingId>>,
-    reads: Arc<FairPool>,
-    meta: Pool,
+    serving: Arc<Serving<BackingId>>,
     owner: Owner,
-    faults: Faults,
-    /// How the kernel is told to drop what it caches of a refreshed node (set once the
-    /// session is made).
-    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
-    /// Refreshes answered whose names the kernel has not dropped yet.
-    dropping: Arc<Dropping>,
+    /// How the kernel is told to drop what it caches of a refreshed node.
+    kernel: Arc<Invalidator>,
     /// Called once when the session ends, before fuser tears the mount down.
     on_end: Option<Box<dyn FnOnce() + Send + Sync>>,
-}
-
-/// Refreshes whose names are still being dropped from the kernel's cache (after the
-/// refresh was answered: the kernel holds the directory's lock until then). A read of
-/// `user.zarrfs.refresh` waits for them, so that `zarrfs refresh` returns once a path
-/// looked up next finds what the store holds now.
-#[derive(Default)]
-struct Dropping {
-    count: parking_lot::Mutex<u64>,
-    done: parking_lot::Condvar,
-}
-
-impl Dropping {
-    /// Longest wait for the names to be dropped.
-    const WAIT: Duration = Duration::from_secs(30);
-
-    fn start(&self) {
-        *self.count.lock() += 1;
-    }
-
-    fn end(&self) {
-        let mut count = self.count.lock();
-        *count = count.saturating_sub(1);
-        self.done.notify_all();
-    }
-
-    /// Wait until no names are being dropped (at most [`Dropping::WAIT`]).
-    fn wait(&self) {
-        let deadline = std::time::Instant::now() + Self::WAIT;
-        let mut count = self.count.lock();
-        while *count > 0 {
-            if self.done.wait_until(&mut count, deadline).timed_out() {
-                log::warn!("refresh: names still being dropped after {:?}", Self::WAIT);
-                return;
-            }
-        }
-    }
-}
-
-/// Have the kernel drop the attributes and pages it holds of `inodes` (refreshed).
-pub fn drop_inodes(n: &fuser::Notifier, inodes: &[u64]) {
-    for ino in inodes {
-        let _ = n.inval_inode(INodeNo(*ino), 0, 0);
-    }
-}
-
-/// Have the kernel drop its entries of `names` (parent and name; refreshed), so that the
-/// next use of each looks it up again.
-pub fn drop_names(n: &fuser::Notifier, names: &[(u64, String)]) {
-    for (parent, name) in names {
-        let _ = n.inval_entry(INodeNo(*parent), OsStr::new(name));
-    }
 }
 
 /// Who owns every file, and when they were made.
@@ -176,36 +101,19 @@ macro_rules! answer_ok {
 }
 
 impl FuseAdapter {
-    /// An adapter whose reads run on `threads` workers per file (plus spares).
-    /// `materialize`: the budget of files served by the kernel (0: off).
-    pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode, materialize: u64) -> FuseAdapter {
-        // Only direct-IO reads reach the daemon again on a re-read (the page cache
-        // answers the others): with no copies to serve them, their chunks stay.
-        // A copy is of one inode, and an inode of one reading of its array (a reading
-        // after a change is another inode): copies are good under a refresh interval too.
-        let materializer = Materializer::new(fs.clone(), materialize, io == IoMode::Direct);
+    /// The adapter of `serving`, whose refreshes drop the kernel's caches through `kernel`.
+    pub fn new(serving: Arc<Serving<BackingId>>, kernel: Arc<Invalidator>) -> FuseAdapter {
         FuseAdapter {
-            materializer,
-            fs,
-            io: Arc::new(IoPolicy::new(io)),
-            reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
-            meta: Pool::new(META_THREADS, "lookup"),
+            serving,
             owner: Owner {
                 // SAFETY: getuid and getgid cannot fail.
                 uid: unsafe { libc::getuid() },
                 gid: unsafe { libc::getgid() },
                 mounted_at: SystemTime::now(),
             },
-            faults: Faults::from_env(),
-            notifier: Arc::new(std::sync::OnceLock::new()),
-            dropping: Arc::default(),
+            kernel,
             on_end: None,
         }
-    }
-
-    /// Where the session's notifier goes once the session is made.
-    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
-        self.notifier.clone()
     }
 
     /// Run `end` when the session has ended (all request loops returned), before the
@@ -217,8 +125,8 @@ impl FuseAdapter {
 
     /// Run `job` with the filesystem on the metadata pool.
     fn meta(&self, job: impl FnOnce(&ZarrFs, Owner) + Send + 'static) {
-        let (fs, owner) = (self.fs.clone(), self.owner);
-        self.meta.run(move || job(&fs, owner));
+        let owner = self.owner;
+        self.serving.meta(move |s| job(s.fs(), owner));
     }
 }
 
@@ -260,23 +168,23 @@ impl Filesystem for FuseAdapter {
         // never throttled before the queue is full.
         let _ = config.set_max_background(MAX_BACKGROUND);
         let _ = config.set_congestion_threshold(MAX_BACKGROUND);
-        if self.materializer.enabled() {
+        if self.serving.materializes() {
             // SAFETY: geteuid cannot fail.
             if unsafe { libc::geteuid() } != 0 {
-                self.materializer
-                    .disable("backing files need root (CAP_SYS_ADMIN)");
+                self.serving
+                    .stop_materializing("backing files need root (CAP_SYS_ADMIN)");
             } else if config
                 .add_capabilities(InitFlags::FUSE_PASSTHROUGH)
                 .is_err()
             {
-                self.materializer
-                    .disable("the kernel offers no FUSE passthrough");
+                self.serving
+                    .stop_materializing("the kernel offers no FUSE passthrough");
             } else {
                 // Backing files on a plain filesystem (ext4, tmpfs) under this one.
                 let _ = config.set_max_stack_depth(1);
             }
         }
-        if self.io.mode() != IoMode::Cache {
+        if self.serving.io_mode() != IoMode::Cache {
             // mmap of a direct-IO file goes through the page cache (kernel 6.6 and later).
             if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
                 log::warn!("direct IO: the kernel lacks {missing:?}; mmap of array files fails");
@@ -295,9 +203,7 @@ impl Filesystem for FuseAdapter {
 
     // fuser's batch_forget calls this once per inode.
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        if self.fs.forget(ino.0, nlookup) {
-            self.materializer.forget(ino.0);
-        }
+        self.serving.forget(ino.0, nlookup)
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -311,29 +217,26 @@ impl Filesystem for FuseAdapter {
         if flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0 {
             return reply.error(Errno::EROFS);
         }
-        let (materializer, io) = (self.materializer.clone(), self.io.clone());
-        self.meta(move |fs, _| {
-            reply!(reply, "open", fs.open(ino.0), |fh| {
-                match materializer.open(ino.0, |file| reply.open_backing(file)) {
-                    Opened::Passthrough(id) => {
-                        // The kernel reads the copy: the daemon's handle is not needed.
-                        fs.release(fh);
-                        reply.opened_passthrough(
-                            FileHandle(PASSTHROUGH_FH),
-                            FopenFlags::empty(),
-                            &id,
-                        )
-                    }
-                    Opened::Daemon => {
-                        let copied = materializer.will_copy(ino.0);
-                        let flags = match io.open(ino.0, copied, fs.tiled(fh)) {
-                            OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,
-                            OpenIo::Direct => FopenFlags::FOPEN_DIRECT_IO,
-                        };
-                        reply.opened(FileHandle(fh), flags)
+        self.serving.meta(move |s| {
+            reply!(
+                reply,
+                "open",
+                s.open(ino.0, |file| reply.open_backing(file)),
+                |o| {
+                    match o {
+                        Opening::Passthrough { fh, id } => {
+                            reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id)
+                        }
+                        Opening::Daemon { fh, io } => {
+                            let flags = match io {
+                                OpenIo::Cache => FopenFlags::FOPEN_KEEP_CACHE,
+                                OpenIo::Direct => FopenFlags::FOPEN_DIRECT_IO,
+                            };
+                            reply.opened(FileHandle(fh), flags)
+                        }
                     }
                 }
-            })
+            )
         })
     }
 
@@ -347,11 +250,7 @@ impl Filesystem for FuseAdapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.materializer.release(ino.0, fh.0);
-        if fh.0 != PASSTHROUGH_FH {
-            self.fs.release(fh.0);
-            self.io.release(ino.0);
-        }
+        self.serving.release(ino.0, fh.0);
         reply.ok()
     }
 
@@ -366,78 +265,10 @@ impl Filesystem for FuseAdapter {
         _lock: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let (fs, materializer) = (self.fs.clone(), self.materializer.clone());
-        let (ino, fh) = (ino.0, fh.0);
-        // What a reader was given is copied into the array's materialized copy.
-        let served = move |fs: &ZarrFs, bytes: &[u8]| {
-            if materializer.enabled() {
-                materializer.fill(ino, offset, bytes);
-                if fs.reaches_end(fh, offset, bytes.len()) {
-                    materializer.read_to_end(ino);
-                }
-            }
-        };
-        let copies = self.materializer.clone();
-        // A read whose units are all decoded is answered here, on the thread that took it
-        // from the kernel: a bounded copy (or none), with no store I/O and no decode, so
-        // it holds up other requests only briefly and skips the hand-off to a worker.
-        // Inside the same panic guard as the pools: a bug fails this read alone (the
-        // reply, dropped unanswered, sends EIO) and the request loop goes on.
-        let faults = self.faults;
-        let now = caught("read", || {
-            READ_BUFFER.with_borrow_mut(|buf| {
-                faults.inline_read(offset);
-                buf.resize(buf.len().max(size as usize), 0);
-                let buf = &mut buf[..size as usize];
-                // Bytes already in the array's copy are not decoded again.
-                if let Some(n) = copies.read_copy(ino, offset, buf) {
-                    reply.data(&buf[..n]);
-                    return None;
-                }
-                match fs.read_now(fh, offset, buf) {
-                    Ok(Now::InPlace(slice)) => {
-                        served(&fs, slice.bytes());
-                        reply.data(slice.bytes());
-                        None
-                    }
-                    Ok(Now::Copied(n)) => {
-                        served(&fs, &buf[..n]);
-                        reply.data(&buf[..n]);
-                        None
-                    }
-                    Ok(Now::Later) => Some(reply),
-                    Err(e) => {
-                        reply.error(errno("read", &e));
-                        None
-                    }
-                }
+        self.serving
+            .read(ino.0, fh.0, offset, size as usize, move |result| {
+                reply!(reply, "read", result, |bytes| reply.data(bytes))
             })
-        });
-        let Some(Some(reply)) = now else {
-            return;
-        };
-        self.reads.run(ino, move || {
-            let served = |bytes: &[u8]| served(&fs, bytes);
-            // A range inside one cached unit goes out as it is, without a copy.
-            match fs.read_in_place(fh, offset, size as usize) {
-                Ok(Some(slice)) => {
-                    served(slice.bytes());
-                    return reply.data(slice.bytes());
-                }
-                Ok(None) => {}
-                Err(e) => return reply.error(errno("read", &e)),
-            }
-            // Each worker keeps one reply buffer: no allocation per request.
-            READ_BUFFER.with_borrow_mut(|buf| {
-                buf.resize(buf.len().max(size as usize), 0);
-                let buf = &mut buf[..size as usize];
-                let result = fs.read_into(fh, offset, buf);
-                reply!(reply, "read", result, |n| {
-                    served(&buf[..n]);
-                    reply.data(&buf[..n])
-                })
-            })
-        });
     }
 
     fn readdir(
@@ -454,14 +285,14 @@ impl Filesystem for FuseAdapter {
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.to_string_lossy().into_owned();
         if name == MATERIALIZED_XATTR {
-            return xattr_reply(reply, size, self.materializer.describe(ino.0).as_bytes());
+            return xattr_reply(reply, size, self.serving.materialized(ino.0).as_bytes());
         }
         if name == REFRESH_XATTR {
             // Answered once the last refresh's names are dropped (`zarrfs refresh`
             // reads it after setting it).
-            let dropping = self.dropping.clone();
+            let kernel = self.kernel.clone();
             return self.meta(move |_, _| {
-                dropping.wait();
+                kernel.wait();
                 xattr_reply(reply, size, b"1")
             });
         }
@@ -485,25 +316,16 @@ impl Filesystem for FuseAdapter {
         if name != REFRESH_XATTR {
             return reply.error(Errno::EROFS);
         }
-        let (notifier, dropping) = (self.notifier.clone(), self.dropping.clone());
+        let kernel = self.kernel.clone();
         self.meta(move |fs, _| {
             reply!(reply, "refresh", fs.refresh(ino.0), |inodes| {
                 // The kernel drops the attributes and pages it holds of each, so that
                 // the next stat and open ask again.
-                if let Some(n) = notifier.get() {
-                    drop_inodes(n, &inodes);
-                }
+                kernel.drop_inodes(&inodes);
                 reply.ok();
                 // Names are dropped after the reply: the kernel holds the directory's
                 // lock while the setxattr is answered.
-                if let Some(n) = notifier.get().cloned() {
-                    let names = fs.names_of(&inodes);
-                    dropping.start();
-                    std::thread::spawn(move || {
-                        drop_names(&n, &names);
-                        dropping.end();
-                    });
-                }
+                kernel.drop_names_later(|| fs.names_of(&inodes));
             })
         })
     }

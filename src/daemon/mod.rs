@@ -1,13 +1,16 @@
-//! Mounting: startup checks, backgrounding, signals, umount and logs; the fuser adapter
-//! (`fuse.rs`); how each open is served (`io_mode.rs`) and the materialized copies that
-//! passthrough opens read (`materialize/`).
+//! The FUSE front: the mount (`mount.rs`: startup checks, the session, umount), going to
+//! the background and stopping on signals (`background.rs`), what is mounted where
+//! (`mountinfo.rs`), logs, and the fuser adapter (`fuse.rs`), which calls the serving
+//! core of [`crate::fs::io`] and only translates requests and replies; the kernel's
+//! caches dropped on a refresh (`invalidate.rs`) and local folders watched for changes
+//! (`watch.rs`).
 
-pub mod fault;
+pub mod background;
 pub mod fuse;
-pub mod io_mode;
+pub mod invalidate;
 pub mod logging;
-pub mod materialize;
 pub mod memory;
 pub mod mount;
 pub mod mount_failure;
+pub mod mountinfo;
 pub mod watch;

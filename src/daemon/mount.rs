@@ -1,28 +1,26 @@
-//! Mounting: startup checks, going to the background once the mount is up, clean
-//! unmount on SIGINT / SIGTERM, and `umount` (stale mounts of killed daemons included).
+//! The mount: startup checks, the FUSE session and its options, serving until unmounted
+//! (by a signal, see [`crate::daemon::background`], or by `zarrfs umount`), and `umount`
+//! itself (stale mounts of killed daemons included).
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{Config, MountOption, SessionACL};
 
+use crate::daemon::background;
 use crate::daemon::fuse::FuseAdapter;
-use crate::daemon::io_mode::IoMode;
+use crate::daemon::invalidate::Invalidator;
+use crate::daemon::mountinfo::{is_mounted, mounted_device};
+use crate::fs::io::{IoMode, Serving};
 use crate::fs::{FsOptions, ZarrFs};
 use crate::hierarchy::Hierarchy;
 use crate::read::prefetch::PREFETCH_PER_CORE;
-use crate::store::StoreConfig;
+use crate::store::{Location, StoreConfig};
 use crate::{Error, Result};
-
-/// Set in the environment of the background daemon: it prints `ready` on stdout once
-/// the mount is up.
-const READY_ENV: &str = "ZARRFS_READY_PIPE";
 
 /// Kernel readahead for the mount: two requests of 1 MiB in flight for a sequential reader
 /// (the daemon decodes further ahead itself). A deeper window buys a lone reader nothing
@@ -63,81 +61,8 @@ pub const REMOTE_REFRESH: Duration = Duration::from_secs(60);
 /// requests per node a minute); none for a local folder or archive (nothing watches it
 /// for changes yet, and reading it again would decode its arrays again).
 pub fn default_refresh(store: &str) -> Option<Duration> {
-    let remote = store
-        .split_once("://")
-        .is_some_and(|(scheme, _)| !scheme.eq_ignore_ascii_case("file"));
+    let remote = matches!(Location::parse(store), Location::Url(_));
     remote.then_some(REMOTE_REFRESH)
-}
-
-/// `--refresh`: a duration (`1s`, `500ms`, `10m`, a number of seconds) or `off`; `auto`
-/// for [`default_refresh`].
-pub fn parse_refresh(s: &str) -> std::result::Result<Option<Option<Duration>>, String> {
-    match s.trim() {
-        "auto" => Ok(None),
-        "off" | "no" | "never" => Ok(Some(None)),
-        t => {
-            let d = match t.parse::<f64>() {
-                Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::from_secs_f64(secs),
-                Ok(_) => return Err(format!("{t:?}: not a duration")),
-                Err(_) => humantime::parse_duration(t).map_err(|e| format!("{t:?}: {e}"))?,
-            };
-            if d.is_zero() || d > Duration::from_secs(365 * 24 * 3600) {
-                return Err(format!("{t:?}: more than 0 and at most a year, or off"));
-            }
-            Ok(Some(Some(d)))
-        }
-    }
-}
-
-/// `-o key=value` options that are the kernel's or libfuse's, not the store's.
-const FUSE_KEYS: &[&str] = &[
-    "fsname",
-    "subtype",
-    "max_read",
-    "blksize",
-    "uid",
-    "gid",
-    "umask",
-    "context",
-    "fscontext",
-    "defcontext",
-    "rootcontext",
-];
-
-/// Split `-o` options into the store's (`key=value` that FUSE does not know) and FUSE's.
-pub fn split_options(options: &[String]) -> (Vec<&str>, Vec<String>) {
-    let mut store = Vec::new();
-    let mut fuse = Vec::new();
-    for o in options
-        .iter()
-        .flat_map(|o| o.split(','))
-        .filter(|o| !o.is_empty())
-    {
-        match o.split_once('=') {
-            Some((key, _)) if !FUSE_KEYS.contains(&key) => store.push(o),
-            _ => fuse.push(o.to_string()),
-        }
-    }
-    (store, fuse)
-}
-
-/// Parse `512MiB`, `2G`, `1.5GiB`, `4096` into bytes (K/M/G/T are powers of 1024).
-pub fn parse_size(s: &str) -> std::result::Result<usize, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num.parse().map_err(|_| format!("bad size {s:?}"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        other => return Err(format!("bad size unit {other:?}")),
-    };
-    Ok((value * (1u64 << shift) as f64) as usize)
 }
 
 /// The session's configuration: mount options, who may use the mount, and `threads`
@@ -186,27 +111,6 @@ fn session_config(store: &str, extra: &[String], threads: usize, refreshes: bool
     config
 }
 
-/// The `major:minor` device of the mount at `path`, if `path` is a mount point now.
-fn mounted_device(path: &Path) -> Option<String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let target = path.to_string_lossy();
-    info.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let point = fields
-            .get(4)?
-            .replace("\\040", " ")
-            .replace("\\011", "\t")
-            .replace("\\134", "\\");
-        (point == target)
-            .then(|| fields.get(2).map(|d| d.to_string()))
-            .flatten()
-    })
-}
-
-fn is_mounted(path: &Path) -> bool {
-    mounted_device(path).is_some()
-}
-
 /// The default budget of materialized arrays: a quarter of the memory, at most 4 GiB,
 /// when running as root (the only case the kernel allows backing files).
 pub fn default_materialize() -> u64 {
@@ -219,18 +123,8 @@ pub fn default_materialize() -> u64 {
     }
 }
 
-/// `--cache-size`: bytes with a unit, or `auto` (see [`crate::daemon::memory::default_cache`]).
-pub fn parse_cache_size(s: &str) -> std::result::Result<usize, String> {
-    if s.trim() == "auto" {
-        return Ok(crate::daemon::memory::default_cache(
-            crate::daemon::memory::physical(),
-        ));
-    }
-    parse_size(s)
-}
-
 /// Loops reading requests from the kernel: one per core (they answer reads of decoded
-/// bytes themselves and hand everything else to the worker pools of [`FuseAdapter`]).
+/// bytes themselves and hand everything else to the worker pools of [`Serving`]).
 fn request_loops() -> usize {
     std::thread::available_parallelism().map_or(2, usize::from)
 }
@@ -253,28 +147,30 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
     let mut store_cfg = cfg.store_cfg.clone();
     store_cfg.revalidate = cfg.refresh.unwrap_or_else(|| default_refresh(&cfg.store));
     let store = crate::store::open(&cfg.store, &store_cfg)?;
-    let hierarchy =
-        Hierarchy::open(store).map_err(|e| Error::Invalid(format!("{}: {e}", cfg.store)))?;
+    let hierarchy = Hierarchy::open(store).map_err(|e| Error::startup_from(&cfg.store, e))?;
     let mp = &cfg.mountpoint;
     // A mount whose daemon died answers every stat with ENOTCONN.
     let not_usable = |e: std::io::Error| match e.raw_os_error() {
-        Some(libc::ENOTCONN) => Error::Invalid(format!(
-            "mountpoint {}: a dead zarrfs/FUSE mount is there (its daemon has ended: \
-             transport endpoint is not connected); run `zarrfs umount {}` first",
-            mp.display(),
-            mp.display()
-        )),
-        _ => Error::Invalid(format!("mountpoint {}: {e}", mp.display())),
+        Some(libc::ENOTCONN) => Error::Startup {
+            message: format!(
+                "mountpoint {}: a dead zarrfs/FUSE mount is there (its daemon has ended: \
+                 transport endpoint is not connected); run `zarrfs umount {}` first",
+                mp.display(),
+                mp.display()
+            ),
+            source: Some(Box::new(e)),
+        },
+        _ => Error::startup_from(format_args!("mountpoint {}", mp.display()), e),
     };
     let abs = std::fs::canonicalize(mp).map_err(not_usable)?;
     if !std::fs::metadata(&abs).map_err(not_usable)?.is_dir() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::startup(format!(
             "mountpoint {}: not a directory",
             mp.display()
         )));
     }
     if is_mounted(&abs) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::startup(format!(
             "mountpoint {}: already mounted (busy)",
             mp.display()
         )));
@@ -282,7 +178,7 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
     // No check that opens /dev/fuse here: a normal user mounts through fusermount3. A
     // failed mount says why (crate::daemon::mount_failure).
     if let Some(message) = crate::daemon::mount_failure::check_allow_other(&cfg.options) {
-        return Err(Error::Invalid(message));
+        return Err(Error::startup(message));
     }
     Ok((abs, hierarchy))
 }
@@ -290,10 +186,10 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
 /// Run `zarrfs mount`: in front with `foreground`, else in the background once mounted.
 pub fn mount(mut cfg: MountConfig) -> Result<()> {
     let (mountpoint, hierarchy) = preflight(&cfg)?;
-    if !cfg.foreground && std::env::var_os(READY_ENV).is_none() {
-        return spawn_daemon(&mountpoint);
+    if !cfg.foreground && !background::is_daemon() {
+        return background::spawn_daemon(&mountpoint);
     }
-    block_signals();
+    background::block_signals();
     crate::daemon::memory::tune_allocator();
     let name = crate::store::short_name(&cfg.store);
     let threads = cfg
@@ -316,7 +212,9 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     let device = Arc::new(std::sync::OnceLock::<OwnedFd>::new());
     let end_device = device.clone();
     let end_mountpoint = mountpoint.clone();
-    let adapter = FuseAdapter::new(fs, threads, cfg.io, materialize).on_end(move || {
+    let serving = Serving::new(fs, threads, cfg.io, materialize);
+    let kernel = Invalidator::new();
+    let adapter = FuseAdapter::new(serving, kernel.clone()).on_end(move || {
         // Once the session ends, fuser (0.18) unmounts the mountpoint path even when the
         // kernel has already ended the connection (its check that the mount is still up
         // always says yes), which removes whatever is mounted there now: a new mount of
@@ -333,10 +231,12 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
         }
     });
     let config = session_config(&cfg.store, &cfg.options, request_loops(), refresh.is_some());
-    let notifier = adapter.notifier_slot();
-    let mut session = fuser::Session::new(adapter, &mountpoint, &config)
-        .map_err(|e| Error::Invalid(crate::daemon::mount_failure::explain(&mountpoint, &e)))?;
-    let _ = notifier.set(session.notifier());
+    let mut session =
+        fuser::Session::new(adapter, &mountpoint, &config).map_err(|e| Error::Startup {
+            message: crate::daemon::mount_failure::explain(&mountpoint, &e),
+            source: Some(Box::new(e)),
+        })?;
+    kernel.connect(session.notifier());
     match session.as_fd().try_clone_to_owned() {
         Ok(fd) => {
             let _ = device.set(fd);
@@ -346,21 +246,16 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     // The kernel has taken the INIT reply (which sets readahead): raise it now.
     raise_readahead(&mountpoint, READAHEAD_KIB);
     let _watch = match local_folder(&cfg.store) {
-        Some(root) if refresh.is_some() && cfg.watch => watch_folder(&root, watched_fs, notifier),
+        Some(root) if refresh.is_some() && cfg.watch => watch_folder(&root, watched_fs, kernel),
         _ => None,
     };
     log::info!("mounted {} at {}", cfg.store, mountpoint.display());
-    if std::env::var_os(READY_ENV).is_some() {
-        let mut out = std::io::stdout();
-        let _ = writeln!(out, "ready").and_then(|_| out.flush());
-        detach_output();
-    }
+    background::report_ready();
     let mut unmounter = session.unmount_callable();
     let signal_mountpoint = mountpoint.clone();
     let stopping = Arc::new(AtomicBool::new(false));
     let stop_requested = stopping.clone();
-    std::thread::spawn(move || {
-        let signal = wait_for_signal();
+    background::on_stop_signal(move |signal| {
         stop_requested.store(true, Ordering::SeqCst);
         log::info!("signal {signal}: unmounting");
         if let Err(e) = unmounter.unmount() {
@@ -393,12 +288,9 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
 
 /// The folder of a store that is a local folder of Zarr (not an Icechunk repository).
 fn local_folder(store: &str) -> Option<PathBuf> {
-    let path = match store.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("file") => rest,
-        Some(_) => return None,
-        None => store,
+    let Location::Local(path) = Location::parse(store) else {
+        return None;
     };
-    let path = PathBuf::from(path);
     (path.is_dir() && !crate::store::is_repository(&path)).then_some(path)
 }
 
@@ -407,15 +299,13 @@ fn local_folder(store: &str) -> Option<PathBuf> {
 fn watch_folder(
     root: &Path,
     fs: Arc<ZarrFs>,
-    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    kernel: Arc<Invalidator>,
 ) -> Option<crate::daemon::watch::Watch> {
     let changed = move |path: &str| match fs.refresh_path(path) {
         Ok(inodes) => {
             log::debug!("refresh: /{path} changed in the folder");
-            if let Some(n) = notifier.get() {
-                crate::daemon::fuse::drop_inodes(n, &inodes);
-                crate::daemon::fuse::drop_names(n, &fs.names_of(&inodes));
-            }
+            kernel.drop_inodes(&inodes);
+            kernel.drop_names(|| fs.names_of(&inodes));
         }
         Err(e) => log::warn!("refresh: /{path}: {e}"),
     };
@@ -439,89 +329,6 @@ fn connection_ended(device: BorrowedFd) -> bool {
     // SAFETY: one valid pollfd, no waiting.
     let n = unsafe { libc::poll(&mut poll, 1, 0) };
     n == 1 && poll.revents & libc::POLLERR != 0
-}
-
-/// Start this program again in the background and wait until it reports the mount up.
-fn spawn_daemon(mountpoint: &Path) -> Result<()> {
-    let exe = std::env::current_exe().map_err(|e| Error::Invalid(format!("current exe: {e}")))?;
-    let mut command = Command::new(exe);
-    command
-        .args(std::env::args_os().skip(1))
-        .env(READY_ENV, "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
-    // SAFETY: setsid is async-signal-safe. The daemon leaves the terminal's session, so
-    // closing the terminal does not reach it.
-    unsafe {
-        command.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = command
-        .spawn()
-        .map_err(|e| Error::Invalid(format!("start daemon: {e}")))?;
-    let mut line = String::new();
-    if let Some(out) = child.stdout.take() {
-        let _ = BufReader::new(out).read_line(&mut line);
-    }
-    if line.trim() == "ready" {
-        return Ok(());
-    }
-    let status = child
-        .wait()
-        .map_err(|e| Error::Invalid(format!("daemon: {e}")))?;
-    Err(Error::Invalid(format!(
-        "mounting at {} failed ({status})",
-        mountpoint.display()
-    )))
-}
-
-/// Let go of the stdout and stderr the daemon was started with: whoever started it
-/// (a shell pipe, mount(8) through mount.fuse3) waits for them to close. The log goes to
-/// a file or syslog (see the CLI's logging).
-fn detach_output() {
-    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
-        use std::os::fd::AsRawFd;
-        // SAFETY: dup2 onto our own stdout and stderr descriptors.
-        unsafe {
-            libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO);
-            libc::dup2(null.as_raw_fd(), libc::STDERR_FILENO);
-        }
-    }
-}
-
-/// Whether this process is the background daemon started by `zarrfs mount` (it logs to
-/// a file or syslog, since it lets go of stderr once mounted).
-pub fn is_daemon() -> bool {
-    std::env::var_os(READY_ENV).is_some()
-}
-
-fn signal_set() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data initialised by sigemptyset.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        set
-    }
-}
-
-/// Block the stop signals in this thread and every thread it starts later.
-fn block_signals() {
-    let set = signal_set();
-    // SAFETY: changes this thread's signal mask only.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-}
-
-fn wait_for_signal() -> i32 {
-    let set = signal_set();
-    let mut signal = 0;
-    // SAFETY: the signals are blocked in every thread, so sigwait receives them.
-    unsafe { libc::sigwait(&set, &mut signal) };
-    signal
 }
 
 /// `zarrfs umount`: unmount, including a stale mount left by a killed daemon.
@@ -550,28 +357,4 @@ pub fn unmount(mountpoint: &Path) -> Result<()> {
         "umount {}: {last}",
         mountpoint.display()
     )))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_with_units() {
-        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_size("2G"), Ok(2 << 30));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("1.5k"), Ok(1536));
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("MiB").is_err());
-    }
-
-    #[test]
-    fn the_cache_size_is_a_size_or_auto() {
-        let auto = crate::daemon::memory::default_cache(crate::daemon::memory::physical());
-        assert_eq!(parse_cache_size("auto"), Ok(auto));
-        assert!((256 << 20..=4 << 30).contains(&auto));
-        assert_eq!(parse_cache_size("64MiB"), Ok(64 << 20));
-        assert!(parse_cache_size("lots").is_err());
-    }
 }

@@ -1,11 +1,14 @@
 //! The filesystem without FUSE: inodes, lookup, readdir, getattr, open, read and xattrs
-//! over a Zarr hierarchy. Every call returns `Result<T, Error>`; `fuse.rs` turns that
-//! into replies and errnos, so this core is tested without a mount.
+//! over a Zarr hierarchy, and the serving core the fronts call ([`io`]: worker pools,
+//! inline reads, materialized copies, io decisions). Every call returns
+//! `Result<T, Error>`; a front (`fuse.rs`) turns that into replies and errnos, so this
+//! core is tested without a mount.
 
 mod content;
 pub mod describe;
 mod handles;
 mod inode;
+pub mod io;
 #[cfg(test)]
 mod tests;
 mod xattr;

@@ -7,7 +7,7 @@ use crate::hierarchy::Hierarchy;
 use crate::read::view::Order;
 use crate::store::FolderStore;
 
-fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
+pub(super) fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
     let dir = std::env::temp_dir().join(format!(
         "zarrfs-fs-{}-{:?}-{order:?}-{big_endian}",
         std::process::id(),

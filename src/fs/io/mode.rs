@@ -6,7 +6,7 @@
 //!   concurrent cold streams through the page cache spend most of their time in the
 //!   kernel copying into page-cache pages that are read much later;
 //! - a lone file that will be materialized once read through (see
-//!   [`crate::daemon::materialize`]): direct, since re-reads will come from that copy;
+//!   [`super::materialize`]): direct, since re-reads will come from that copy;
 //! - a tiled file (an OME-TIFF pyramid), read a tile at a time: direct, since the
 //!   kernel's readahead past a tile would read the tiles after it, of other levels too,
 //!   decoding chunks nobody asked for;

@@ -1,0 +1,199 @@
+//! The serving core both fronts call, free of fuser and HTTP types: how each open is read
+//! (page cache or direct, see [`mode`]), the materialized copies hot arrays are served
+//! from (see `materialize/`), and reads: answered inline when their bytes are all
+//! decoded, else on a pool of read workers (see [`read`](Serving::read)). Lookups,
+//! attributes, listings and xattrs run on a pool of their own, so that slow reads never
+//! hold up `ls` or `stat`. A job that panics fails its request alone (see
+//! [`crate::pool`]) and the pools keep serving.
+//!
+//! The front answers what needs its own types: a copy handed to the kernel is registered
+//! by a function the front passes to [`Serving::open`] (`Id` is the kernel's handle of a
+//! backing file), and a read's bytes go to the answer the front passes to
+//! [`Serving::read`].
+
+mod fault;
+mod materialize;
+pub mod mode;
+mod read;
+
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+
+use crate::fs::ZarrFs;
+use crate::pool::{FairPool, Pool};
+use crate::Result;
+use fault::Faults;
+use materialize::{Materializer, Opened, PASSTHROUGH_FH};
+use mode::IoPolicy;
+pub use mode::{IoMode, OpenIo};
+
+/// Threads answering lookups, attributes, listings and xattrs.
+const META_THREADS: usize = 2;
+
+/// Read workers beyond the reads one file may have in flight: a file whose reads hang on
+/// its store never holds up the reads of other files.
+const SPARE_READ_THREADS: usize = 2;
+
+/// How an open was answered.
+pub enum Opening<Id> {
+    /// Read through the front with handle `fh`, through the page cache or direct.
+    Daemon { fh: u64, io: OpenIo },
+    /// Read by the kernel from the backing file `id` (FUSE passthrough): the front
+    /// answers with `fh` and reads never reach the daemon.
+    Passthrough { fh: u64, id: Arc<Id> },
+}
+
+/// The serving core of one mount: the filesystem, its worker pools, its io decisions and
+/// its materialized copies.
+pub struct Serving<Id> {
+    fs: Arc<ZarrFs>,
+    io: IoPolicy,
+    copies: Arc<Materializer<Id>>,
+    reads: Arc<FairPool>,
+    meta: Pool,
+    faults: Faults,
+}
+
+impl<Id: Send + Sync + 'static> Serving<Id> {
+    /// A core whose reads run on `threads` workers per file (plus spares), its opens read
+    /// as `io` says. `materialize`: the budget of files served by the kernel (0: off).
+    pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode, materialize: u64) -> Arc<Self> {
+        // Only direct-IO reads reach the daemon again on a re-read (the page cache
+        // answers the others): with no copies to serve them, their chunks stay.
+        // A copy is of one inode, and an inode of one reading of its array (a reading
+        // after a change is another inode): copies are good under a refresh interval too.
+        let copies = Materializer::new(fs.clone(), materialize, io == IoMode::Direct);
+        Arc::new(Serving {
+            copies,
+            fs,
+            io: IoPolicy::new(io),
+            reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
+            meta: Pool::new(META_THREADS, "lookup"),
+            faults: Faults::from_env(),
+        })
+    }
+
+    pub fn fs(&self) -> &Arc<ZarrFs> {
+        &self.fs
+    }
+
+    /// How the mount's opens are read (`--io`).
+    pub fn io_mode(&self) -> IoMode {
+        self.io.mode()
+    }
+
+    /// Whether files may still be materialized (a budget, and not turned off).
+    pub fn materializes(&self) -> bool {
+        self.copies.enabled()
+    }
+
+    /// Materialize nothing from now on, saying why once (the kernel cannot take copies).
+    pub fn stop_materializing(&self, why: &str) {
+        self.copies.disable(why)
+    }
+
+    /// The state of `ino`'s materialized copy, in words (`user.zarrfs.materialized`).
+    pub fn materialized(&self, ino: u64) -> String {
+        self.copies.describe(ino)
+    }
+
+    /// Run `job` on the pool of lookups, attributes, listings and xattrs.
+    pub fn meta(self: &Arc<Self>, job: impl FnOnce(&Self) + Send + 'static) {
+        let me = self.clone();
+        self.meta.run(move || job(&me));
+    }
+
+    /// Open `ino` for reading: served by the kernel from its materialized copy when one
+    /// is complete (`register` hands a backing file to the kernel, once per copy), else
+    /// through the front, read as the io policy decides. Each open must be followed by
+    /// [`Serving::release`] with the handle it answered.
+    pub fn open(
+        &self,
+        ino: u64,
+        register: impl FnOnce(&File) -> io::Result<Id>,
+    ) -> Result<Opening<Id>> {
+        let fh = self.fs.open(ino)?;
+        Ok(match self.copies.open(ino, register) {
+            Opened::Passthrough(id) => {
+                // The kernel reads the copy: the filesystem's handle is not needed.
+                self.fs.release(fh);
+                Opening::Passthrough {
+                    fh: PASSTHROUGH_FH,
+                    id,
+                }
+            }
+            Opened::Daemon => {
+                let copied = self.copies.will_copy(ino);
+                let io = self.io.open(ino, copied, self.fs.tiled(fh));
+                Opening::Daemon { fh, io }
+            }
+        })
+    }
+
+    /// The open of `ino` answered with handle `fh` was released.
+    pub fn release(&self, ino: u64, fh: u64) {
+        self.copies.release(ino, fh);
+        if fh != PASSTHROUGH_FH {
+            self.fs.release(fh);
+            self.io.release(ino);
+        }
+    }
+
+    /// The front forgot `nlookup` lookups of `ino`; once none is left, its copy goes too.
+    pub fn forget(&self, ino: u64, nlookup: u64) {
+        if self.fs.forget(ino, nlookup) {
+            self.copies.forget(ino);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::fs::ROOT;
+    use crate::read::view::Order;
+
+    /// What a read through `s` answers.
+    fn read(s: &Arc<Serving<()>>, ino: u64, fh: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+        let (tx, rx) = mpsc::channel();
+        s.read(ino, fh, offset, size, move |r| {
+            let _ = tx.send(r.map(<[u8]>::to_vec));
+        });
+        rx.recv().expect("every read is answered")
+    }
+
+    #[test]
+    fn opens_get_the_io_decision_and_reads_answer_what_the_filesystem_reads() {
+        let (dir, fs) = crate::fs::tests::demo_fs(Order::C, false);
+        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Auto, 0);
+        assert!(!s.materializes());
+        let no_backing = |_: &File| -> io::Result<()> { unreachable!("nothing is materialized") };
+        let temperature = s.fs().lookup(ROOT, "temperature").unwrap().ino;
+        let sidecar = s.fs().lookup(ROOT, ".temperature.json").unwrap().ino;
+        let Opening::Daemon { fh, io } = s.open(temperature, no_backing).unwrap() else {
+            panic!("passthrough with materializing off");
+        };
+        assert_eq!(io, OpenIo::Cache, "a lone file");
+        let Opening::Daemon { fh: other, io } = s.open(sidecar, no_backing).unwrap() else {
+            panic!("passthrough with materializing off");
+        };
+        assert_eq!(io, OpenIo::Direct, "while another file is read");
+        // Twice: a read of decoded bytes is answered inline, the first on a worker.
+        for _ in 0..2 {
+            assert_eq!(
+                read(&s, temperature, fh, 8, 100).unwrap(),
+                s.fs().read(fh, 8, 100).unwrap()
+            );
+        }
+        assert!(!read(&s, sidecar, other, 0, 8).unwrap().is_empty());
+        assert!(read(&s, temperature, 999, 0, 8).is_err(), "not open");
+        assert_eq!(s.materialized(temperature), "off");
+        s.release(temperature, fh);
+        s.release(sidecar, other);
+        assert_eq!(s.fs().open_count(), 0);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
