@@ -11,7 +11,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{json, Value};
-use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
+use zarrfs::codec::{CodecChain, UnitData, UnitRepr};
 use zarrfs::metadata::{CodecSpec, DataType, FillValue};
 
 const MEMORY_LIMIT: usize = 1 << 30;
@@ -73,14 +73,14 @@ fn decode(
     shape: &[u64],
     codecs: Value,
     chunk: &[u8],
-) -> zarrfs::Result<ChunkData> {
+) -> zarrfs::Result<UnitData> {
     let specs: Vec<CodecSpec> = codecs
         .as_array()
         .expect("codecs are a list")
         .iter()
         .map(|c| CodecSpec::from_v3(c, "test").expect("codec entry"))
         .collect();
-    let repr = ChunkRepr {
+    let repr = UnitRepr {
         shape: shape.to_vec(),
         dtype,
         fill,
@@ -89,7 +89,7 @@ fn decode(
     chain.decode(chunk.to_vec())
 }
 
-fn decode_uint8(shape: &[u64], codecs: Value, chunk: &[u8]) -> zarrfs::Result<ChunkData> {
+fn decode_uint8(shape: &[u64], codecs: Value, chunk: &[u8]) -> zarrfs::Result<UnitData> {
     decode(
         DataType::UInt(1),
         FillValue::Fixed(vec![0]),
@@ -114,7 +114,7 @@ fn zstd_frame_whose_header_claims_two_gib_fails_without_allocating_them() {
     // The same chain still decodes an honest frame.
     let good = zstd::bulk::compress(&[7u8; 4096], 3).unwrap();
     let data = decode_uint8(&[4096], codecs, &good).unwrap();
-    assert_eq!(data, ChunkData::Fixed(vec![7u8; 4096]));
+    assert_eq!(data, UnitData::Fixed(vec![7u8; 4096]));
 }
 
 #[test]
@@ -130,7 +130,7 @@ fn lz4_size_prefix_claiming_two_gib_fails_without_allocating_them() {
         let mut good = (n as i32).to_le_bytes().to_vec();
         good.extend(lz4::block::compress(&vec![9u8; n], None, false).unwrap());
         let data = decode_uint8(&[n as u64], codecs.clone(), &good).unwrap();
-        assert_eq!(data, ChunkData::Fixed(vec![9u8; n]));
+        assert_eq!(data, UnitData::Fixed(vec![9u8; n]));
     }
 }
 
@@ -154,17 +154,17 @@ fn blosc_header_claiming_two_gib_fails_without_allocating_them() {
         .iter()
         .map(|c| CodecSpec::from_v3(c, "test").expect("codec entry"))
         .collect();
-    let repr = ChunkRepr {
+    let repr = UnitRepr {
         shape: vec![4096],
         dtype: DataType::UInt(1),
         fill: FillValue::Fixed(vec![0]),
     };
     let chain = CodecChain::build(&specs, &repr).expect("chain builds");
     let good = chain
-        .encode(ChunkData::Fixed(vec![5u8; 4096]))
+        .encode(UnitData::Fixed(vec![5u8; 4096]))
         .expect("blosc encodes");
     let data = decode_uint8(&[4096], codecs, &good).unwrap();
-    assert_eq!(data, ChunkData::Fixed(vec![5u8; 4096]));
+    assert_eq!(data, UnitData::Fixed(vec![5u8; 4096]));
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn vlen_chunk_claiming_half_a_billion_elements_fails_without_reserving_them() {
     let data = decode(DataType::String, fill, &[2], codecs, good).unwrap();
     assert_eq!(
         data,
-        ChunkData::Var(vec![Some(b"ab".to_vec()), Some(Vec::new())])
+        UnitData::Var(vec![Some(b"ab".to_vec()), Some(Vec::new())])
     );
 }
 
@@ -219,7 +219,7 @@ fn whole_shard_of_empty_inner_chunks_larger_than_memory_fails_instead_of_abortin
     ]);
     let fill = FillValue::Fixed(vec![3]);
     let data = decode(DataType::UInt(1), fill, &[8], small, &[0xff; 32]).unwrap();
-    assert_eq!(data, ChunkData::Fixed(vec![3; 8]));
+    assert_eq!(data, UnitData::Fixed(vec![3; 8]));
 }
 
 #[test]
@@ -254,7 +254,7 @@ fn categorize_labels_cost_what_the_metadata_spells_not_the_declared_width() {
         e
     };
     let expected = [text("a"), text("bc"), text(""), text("a")].concat();
-    assert_eq!(data, ChunkData::Fixed(expected));
+    assert_eq!(data, UnitData::Fixed(expected));
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
-use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
+use zarrfs::codec::{CodecChain, UnitData, UnitRepr};
 use zarrfs::metadata::dtype::Field;
 use zarrfs::metadata::{ArrayMetadata, ChunkKeyEncoding, CodecSpec, DataType, FillValue, Format};
 use zarrfs::read::array::Array;
@@ -236,7 +236,7 @@ fn build(case: &Case) -> (Arc<Array>, Vec<bool>) {
         dtype_json: Value::Null,
         version: zarrfs::store::Version::Unknown,
     };
-    let repr = ChunkRepr {
+    let repr = UnitRepr {
         shape: case.chunks.clone(),
         dtype,
         fill,
@@ -271,7 +271,7 @@ fn build(case: &Case) -> (Arc<Array>, Vec<bool>) {
                 buf.extend(bytes_from(!case.value_seed ^ buf.len() as u64, item));
             }
         }
-        let encoded = chain.encode(ChunkData::Fixed(buf)).unwrap();
+        let encoded = chain.encode(UnitData::Fixed(buf)).unwrap();
         store.insert(meta.chunk_key(&cidx), encoded);
     }
     let array = Array::open(Arc::new(meta), Arc::new(store)).unwrap();

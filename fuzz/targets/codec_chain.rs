@@ -6,7 +6,7 @@
 //! panic, and a decoded chunk has exactly the chunk's number of elements.
 
 use serde_json::Value;
-use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
+use zarrfs::codec::{UnitData, UnitRepr, CodecChain};
 use zarrfs::limits::MAX_BUFFER;
 use zarrfs::metadata::{dtype, fill, parse_json, CodecSpec};
 use zarrfs_fuzz::{CappedAlloc, RECORD};
@@ -50,7 +50,7 @@ fn run(data: &[u8]) {
     }) else {
         return;
     };
-    let repr = ChunkRepr { shape, dtype, fill };
+    let repr = UnitRepr { shape, dtype, fill };
     // What ArrayMetadata::validate lets through: non-zero chunk dimensions, at most 4 GiB.
     let item = repr.dtype.size().unwrap_or(8) as u64;
     if repr.shape.contains(&0)
@@ -66,18 +66,18 @@ fn run(data: &[u8]) {
     };
     let _ = chain.max_encoded_len();
     match chain.decode(chunk.to_vec()) {
-        Ok(ChunkData::Fixed(bytes)) => {
+        Ok(UnitData::Fixed(bytes)) => {
             let expected = repr.fixed_len().ok();
             assert_eq!(Some(bytes.len()), expected, "decoded chunk size");
         }
-        Ok(ChunkData::Var(elements)) => {
+        Ok(UnitData::Var(elements)) => {
             assert_eq!(
                 elements.len() as u64,
                 repr.num_elements(),
                 "decoded elements"
             );
         }
-        Ok(ChunkData::Fill(one)) => {
+        Ok(UnitData::Fill(one)) => {
             assert_eq!(Some(one.len()), repr.dtype.size(), "fill element size");
         }
         Err(_) => {}

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use zarrfs::read::array::Array;
-use zarrfs::codec::{ChunkRepr, CodecChain};
+use zarrfs::codec::{UnitRepr, CodecChain};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::{MemoryStore, Store};
 use zarrfs_fuzz::{first_indices, CappedAlloc, RECORD};
@@ -52,7 +52,7 @@ fn run(data: &[u8]) {
         let _ = array.read_unit_or_fill(&idx);
     }
     // The whole shard through the chain, as when sharding is not the only codec.
-    let repr = ChunkRepr {
+    let repr = UnitRepr {
         shape: meta.chunk_shape.clone(),
         dtype: meta.dtype.clone(),
         fill: meta.fill.clone(),

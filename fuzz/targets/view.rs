@@ -11,7 +11,7 @@ use arbitrary::Arbitrary;
 use serde_json::{json, Value};
 use zarrfs::read::array::Array;
 use zarrfs::read::cache::UnitCache;
-use zarrfs::codec::{ChunkData, ChunkRepr, CodecChain};
+use zarrfs::codec::{UnitData, UnitRepr, CodecChain};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::store::{MemoryStore, Store};
 use zarrfs::read::readahead::Cursor;
@@ -229,7 +229,7 @@ fn run(case: Case) {
     assert_eq!(meta.fill, zarrfs::metadata::FillValue::Fixed(fill.clone()));
 
     // Write every chunk that is not missing through zarrfs's encoder.
-    let repr = ChunkRepr {
+    let repr = UnitRepr {
         shape: chunks.clone(),
         dtype: meta.dtype.clone(),
         fill: meta.fill.clone(),
@@ -272,7 +272,7 @@ fn run(case: Case) {
             fill_only.insert(idx.clone());
         }
         let encoded = chain
-            .encode(ChunkData::Fixed(bytes))
+            .encode(UnitData::Fixed(bytes))
             .expect("chunk encodes");
         store.insert(meta.chunk_key(&idx), encoded);
     }

@@ -9,7 +9,7 @@ use std::ffi::CStr;
 
 use serde_json::Value;
 
-use super::{blosc_snappy, check_len, BytesToBytes, ChunkRepr};
+use super::{blosc_snappy, check_len, BytesToBytes, UnitRepr};
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::CodecSpec;
 
@@ -56,7 +56,7 @@ fn compressor(name: &str) -> Option<&'static CStr> {
 }
 
 impl Blosc {
-    pub fn build(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Blosc> {
+    pub fn build(spec: &CodecSpec, repr: &UnitRepr) -> Result<Blosc> {
         let c = &spec.config;
         let name = c.get("cname").and_then(Value::as_str).unwrap_or("lz4");
         let cname = compressor(name)
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn every_cname_and_shuffle_round_trips() {
-        let repr = ChunkRepr {
+        let repr = UnitRepr {
             shape: vec![1000],
             dtype: DataType::Float(4),
             fill: FillValue::Fixed(vec![0; 4]),
@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn gdal_string_shuffle_builds_and_round_trips() {
-        let repr = ChunkRepr {
+        let repr = UnitRepr {
             shape: vec![64],
             dtype: DataType::Float(4),
             fill: FillValue::Fixed(vec![0; 4]),

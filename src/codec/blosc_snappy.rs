@@ -268,13 +268,13 @@ fn int32_at(bytes: &[u8], at: usize, block: usize, what: &str) -> Result<usize> 
 mod tests {
     use super::*;
     use crate::codec::blosc::Blosc;
-    use crate::codec::{BytesToBytes, ChunkRepr};
+    use crate::codec::{BytesToBytes, UnitRepr};
     use crate::metadata::{CodecSpec, DataType, FillValue};
     use serde_json::json;
 
     /// Snappy frames are decoded by the codec, whatever its configuration says.
     fn codec() -> Blosc {
-        let repr = ChunkRepr {
+        let repr = UnitRepr {
             shape: vec![1],
             dtype: DataType::Float(4),
             fill: FillValue::Fixed(vec![0; 4]),

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{ArrayToBytes, ChunkData, ChunkRepr};
+use super::{ArrayToBytes, UnitData, UnitRepr};
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::{CodecSpec, SwapUnits};
 
@@ -15,7 +15,7 @@ pub struct Bytes {
 }
 
 impl Bytes {
-    pub fn build(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Bytes> {
+    pub fn build(spec: &CodecSpec, repr: &UnitRepr) -> Result<Bytes> {
         let item = repr.dtype.size().ok_or_else(|| {
             Error::unsupported("", format!("bytes codec on {}", repr.dtype.name()))
         })?;
@@ -70,7 +70,7 @@ pub fn swap_elements(buf: &mut [u8], item: usize, swap: &[(usize, usize)]) {
 }
 
 impl ArrayToBytes for Bytes {
-    fn decode(&self, mut bytes: Vec<u8>) -> Result<ChunkData> {
+    fn decode(&self, mut bytes: Vec<u8>) -> Result<UnitData> {
         if bytes.len() != self.len {
             return Err(corrupt(format!(
                 "chunk has {} bytes, expected {}",
@@ -79,10 +79,10 @@ impl ArrayToBytes for Bytes {
             )));
         }
         swap_elements(&mut bytes, self.item, &self.swap);
-        Ok(ChunkData::Fixed(bytes))
+        Ok(UnitData::Fixed(bytes))
     }
 
-    fn encode(&self, data: ChunkData) -> Result<Vec<u8>> {
+    fn encode(&self, data: UnitData) -> Result<Vec<u8>> {
         let mut bytes = data.into_fixed()?;
         swap_elements(&mut bytes, self.item, &self.swap);
         Ok(bytes)
@@ -100,7 +100,7 @@ mod tests {
     use serde_json::json;
 
     fn build(units: Value) -> Result<Bytes> {
-        let repr = ChunkRepr {
+        let repr = UnitRepr {
             shape: vec![4],
             dtype: DataType::Int(4),
             fill: FillValue::Fixed(vec![0; 4]),
@@ -129,6 +129,6 @@ mod tests {
         assert!(build(json!([["a", 2]])).is_err());
         let ok = build(json!([[0, 4]])).unwrap();
         let decoded = ok.decode(vec![1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0]);
-        assert!(matches!(decoded, Ok(ChunkData::Fixed(b)) if b[..8] == [4, 3, 2, 1, 8, 7, 6, 5]));
+        assert!(matches!(decoded, Ok(UnitData::Fixed(b)) if b[..8] == [4, 3, 2, 1, 8, 7, 6, 5]));
     }
 }

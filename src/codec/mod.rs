@@ -20,15 +20,16 @@ use crate::metadata::{CodecSpec, DataType, FillValue};
 
 use crate::limits::{MAX_BUFFER, MAX_VAR_ELEMENTS};
 
-/// What an array looks like at one point of the chain: shape, element type and fill.
+/// What a unit (a chunk, or a shard's inner chunk) looks like at one point of the chain:
+/// shape, element type and fill (the spec's chunk representation).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChunkRepr {
+pub struct UnitRepr {
     pub shape: Vec<u64>,
     pub dtype: DataType,
     pub fill: FillValue,
 }
 
-impl ChunkRepr {
+impl UnitRepr {
     /// Elements of the chunk; saturates (and then fails every size check) on overflow.
     pub fn num_elements(&self) -> u64 {
         self.shape
@@ -50,18 +51,18 @@ impl ChunkRepr {
             .ok_or_else(|| Error::Internal(format!("chunk of shape {:?} is too large", self.shape)))
     }
 
-    /// A chunk of fill value as [`ChunkData::Fill`] (one element, nothing materialized)
+    /// A chunk of fill value as [`UnitData::Fill`] (one element, nothing materialized)
     /// for fixed-size types; variable-length ones are materialized by [`Self::filled`].
-    pub fn fill_marker(&self) -> Result<ChunkData> {
+    pub fn fill_marker(&self) -> Result<UnitData> {
         match &self.fill {
-            FillValue::Fixed(one) => Ok(ChunkData::Fill(one.clone())),
+            FillValue::Fixed(one) => Ok(UnitData::Fill(one.clone())),
             FillValue::Var(_) => self.filled(),
         }
     }
 
     /// A chunk holding only the fill value, materialized (its memory is reserved
     /// fallibly: a chunk that does not fit fails, the process lives).
-    pub fn filled(&self) -> Result<ChunkData> {
+    pub fn filled(&self) -> Result<UnitData> {
         Ok(match &self.fill {
             FillValue::Fixed(one) => {
                 let n = self.fixed_len()?;
@@ -79,7 +80,7 @@ impl ChunkRepr {
                         out.extend_from_slice(one);
                     }
                 }
-                ChunkData::Fixed(out)
+                UnitData::Fixed(out)
             }
             FillValue::Var(v) => {
                 let n = usize::try_from(self.num_elements())
@@ -99,15 +100,16 @@ impl ChunkRepr {
                     ))
                 })?;
                 out.resize(n, v.clone());
-                ChunkData::Var(out)
+                UnitData::Var(out)
             }
         })
     }
 }
 
-/// Decoded elements of one chunk, C order, little-endian.
+/// Decoded elements of one unit (a chunk, or a shard's inner chunk), C order,
+/// little-endian.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ChunkData {
+pub enum UnitData {
     Fixed(Vec<u8>),
     Var(Vec<Option<Vec<u8>>>),
     /// A fixed-size chunk every element of which is this one element: a chunk that was
@@ -115,34 +117,34 @@ pub enum ChunkData {
     Fill(Vec<u8>),
 }
 
-impl ChunkData {
+impl UnitData {
     /// Size in memory, for cache accounting.
     pub fn mem_size(&self) -> usize {
         match self {
-            ChunkData::Fixed(b) | ChunkData::Fill(b) => b.len(),
-            ChunkData::Var(v) => v.iter().map(|e| 24 + e.as_ref().map_or(0, Vec::len)).sum(),
+            UnitData::Fixed(b) | UnitData::Fill(b) => b.len(),
+            UnitData::Var(v) => v.iter().map(|e| 24 + e.as_ref().map_or(0, Vec::len)).sum(),
         }
     }
 
     pub fn into_fixed(self) -> Result<Vec<u8>> {
         match self {
-            ChunkData::Fixed(b) => Ok(b),
-            ChunkData::Var(_) => Err(corrupt("expected fixed-size elements")),
-            ChunkData::Fill(_) => Err(corrupt("a chunk of fill value has no stored bytes")),
+            UnitData::Fixed(b) => Ok(b),
+            UnitData::Var(_) => Err(corrupt("expected fixed-size elements")),
+            UnitData::Fill(_) => Err(corrupt("a chunk of fill value has no stored bytes")),
         }
     }
 }
 
 /// Array -> array: transpose, numeric filters.
 pub trait ArrayToArray: Send + Sync {
-    fn decode(&self, data: ChunkData) -> Result<ChunkData>;
-    fn encode(&self, data: ChunkData) -> Result<ChunkData>;
+    fn decode(&self, data: UnitData) -> Result<UnitData>;
+    fn encode(&self, data: UnitData) -> Result<UnitData>;
 }
 
 /// Array -> bytes: bytes, vlen, sharding.
 pub trait ArrayToBytes: Send + Sync {
-    fn decode(&self, bytes: Vec<u8>) -> Result<ChunkData>;
-    fn encode(&self, data: ChunkData) -> Result<Vec<u8>>;
+    fn decode(&self, bytes: Vec<u8>) -> Result<UnitData>;
+    fn encode(&self, data: UnitData) -> Result<Vec<u8>>;
     /// The largest encoded size, when it is bounded.
     fn max_encoded_len(&self) -> Option<usize>;
     fn as_sharding(&self) -> Option<&sharding::Sharding> {
@@ -168,7 +170,7 @@ pub struct CodecChain {
     b2b: Vec<Box<dyn BytesToBytes>>,
     /// Largest size at each bytes stage: `limits[0]` is the a2b output.
     limits: Vec<usize>,
-    repr: ChunkRepr,
+    repr: UnitRepr,
 }
 
 impl std::fmt::Debug for CodecChain {
@@ -198,7 +200,7 @@ fn is_array_to_bytes(name: &str) -> bool {
 
 impl CodecChain {
     /// Build the chain for decoded chunks of `repr` from specs in encode order.
-    pub fn build(specs: &[CodecSpec], repr: &ChunkRepr) -> Result<CodecChain> {
+    pub fn build(specs: &[CodecSpec], repr: &UnitRepr) -> Result<CodecChain> {
         let split = specs
             .iter()
             .position(|s| is_array_to_bytes(&s.name))
@@ -250,7 +252,7 @@ impl CodecChain {
     }
 
     /// Decode one stored chunk.
-    pub fn decode(&self, bytes: Vec<u8>) -> Result<ChunkData> {
+    pub fn decode(&self, bytes: Vec<u8>) -> Result<UnitData> {
         let mut bytes = bytes;
         for (i, codec) in self.b2b.iter().enumerate().rev() {
             bytes = codec.decode(bytes, self.limits[i])?;
@@ -263,7 +265,7 @@ impl CodecChain {
     }
 
     /// Encode one chunk (used for round-trip tests and the demo writer).
-    pub fn encode(&self, data: ChunkData) -> Result<Vec<u8>> {
+    pub fn encode(&self, data: UnitData) -> Result<Vec<u8>> {
         let mut data = data;
         for codec in &self.a2a {
             data = codec.encode(data)?;
@@ -278,15 +280,15 @@ impl CodecChain {
 
 fn build_array_to_array(
     spec: &CodecSpec,
-    repr: &ChunkRepr,
-) -> Result<(Box<dyn ArrayToArray>, ChunkRepr)> {
+    repr: &UnitRepr,
+) -> Result<(Box<dyn ArrayToArray>, UnitRepr)> {
     match spec.name.as_str() {
         "transpose" => transpose::Transpose::build(spec, repr),
         _ => filters::build_array_to_array(spec, repr),
     }
 }
 
-fn build_array_to_bytes(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Box<dyn ArrayToBytes>> {
+fn build_array_to_bytes(spec: &CodecSpec, repr: &UnitRepr) -> Result<Box<dyn ArrayToBytes>> {
     Ok(match spec.name.as_str() {
         "bytes" | "endian" => Box::new(bytes::Bytes::build(spec, repr)?),
         "sharding_indexed" => Box::new(sharding::Sharding::build(spec, repr)?),
@@ -294,7 +296,7 @@ fn build_array_to_bytes(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Box<dyn Ar
     })
 }
 
-fn build_bytes_to_bytes(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Box<dyn BytesToBytes>> {
+fn build_bytes_to_bytes(spec: &CodecSpec, repr: &UnitRepr) -> Result<Box<dyn BytesToBytes>> {
     let name = spec.name.strip_prefix("numcodecs.").unwrap_or(&spec.name);
     Ok(match name {
         "gzip" | "zlib" | "zstd" | "bz2" | "lzma" | "lz4" => compress::build(name, spec)?,

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::{ArrayToBytes, ChunkData, ChunkRepr, CodecChain};
+use super::{ArrayToBytes, CodecChain, UnitData, UnitRepr};
 use crate::codec::region::Region;
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::{CodecSpec, DataType, FillValue};
@@ -21,7 +21,7 @@ pub struct Sharding {
     index: CodecChain,
     pub index_len: usize,
     pub index_at_end: bool,
-    repr: ChunkRepr,
+    repr: UnitRepr,
 }
 
 fn codec_list(value: Option<&Value>, default: Value) -> Result<Vec<CodecSpec>> {
@@ -36,7 +36,7 @@ fn codec_list(value: Option<&Value>, default: Value) -> Result<Vec<CodecSpec>> {
 }
 
 impl Sharding {
-    pub fn build(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Sharding> {
+    pub fn build(spec: &CodecSpec, repr: &UnitRepr) -> Result<Sharding> {
         let c = &spec.config;
         let inner_shape: Vec<u64> = c
             .get("chunk_shape")
@@ -63,7 +63,7 @@ impl Sharding {
             .zip(&inner_shape)
             .map(|(s, i)| s / i)
             .collect();
-        let inner_repr = ChunkRepr {
+        let inner_repr = UnitRepr {
             shape: inner_shape.clone(),
             ..repr.clone()
         };
@@ -73,7 +73,7 @@ impl Sharding {
         )?;
         let mut index_shape = inner_grid.clone();
         index_shape.push(2);
-        let index_repr = ChunkRepr {
+        let index_repr = UnitRepr {
             shape: index_shape,
             dtype: DataType::UInt(8),
             fill: FillValue::Fixed(vec![0xff; 8]),
@@ -149,7 +149,7 @@ impl Sharding {
 }
 
 impl ArrayToBytes for Sharding {
-    fn decode(&self, bytes: Vec<u8>) -> Result<ChunkData> {
+    fn decode(&self, bytes: Vec<u8>) -> Result<UnitData> {
         let index = self.decode_index(self.split_index(&bytes)?.to_vec())?;
         let mut shard = self.repr.filled()?;
         let item = self.repr.dtype.size().unwrap_or(1);
@@ -176,17 +176,17 @@ impl ArrayToBytes for Sharding {
                 dst_base: 0,
             };
             match (&chunk, &mut shard) {
-                (ChunkData::Fixed(s), ChunkData::Fixed(d)) => region.copy(s, d),
-                (ChunkData::Var(s), ChunkData::Var(d)) => Region { item: 1, ..region }.copy(s, d),
+                (UnitData::Fixed(s), UnitData::Fixed(d)) => region.copy(s, d),
+                (UnitData::Var(s), UnitData::Var(d)) => Region { item: 1, ..region }.copy(s, d),
                 _ => return Err(corrupt("inner chunk of the wrong kind")),
             }
         }
         Ok(shard)
     }
 
-    fn encode(&self, data: ChunkData) -> Result<Vec<u8>> {
+    fn encode(&self, data: UnitData) -> Result<Vec<u8>> {
         let item = self.repr.dtype.size().unwrap_or(1);
-        let fill = ChunkRepr {
+        let fill = UnitRepr {
             shape: self.inner_shape.clone(),
             ..self.repr.clone()
         }
@@ -206,8 +206,8 @@ impl ArrayToBytes for Sharding {
                 dst_base: 0,
             };
             match (&data, &mut inner) {
-                (ChunkData::Fixed(s), ChunkData::Fixed(d)) => region.copy(s, d),
-                (ChunkData::Var(s), ChunkData::Var(d)) => Region { item: 1, ..region }.copy(s, d),
+                (UnitData::Fixed(s), UnitData::Fixed(d)) => region.copy(s, d),
+                (UnitData::Var(s), UnitData::Var(d)) => Region { item: 1, ..region }.copy(s, d),
                 _ => return Err(Error::Internal("shard data of the wrong kind".into())),
             }
             if inner == fill {
@@ -221,7 +221,7 @@ impl ArrayToBytes for Sharding {
             index.extend_from_slice(&(enc.len() as u64).to_le_bytes());
             body.extend(enc);
         }
-        let index = self.index.encode(ChunkData::Fixed(index))?;
+        let index = self.index.encode(UnitData::Fixed(index))?;
         Ok(if self.index_at_end {
             [body, index].concat()
         } else {
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn shards_round_trip_with_empty_inner_chunks_and_nesting() {
-        let repr = ChunkRepr {
+        let repr = UnitRepr {
             shape: vec![4, 6],
             dtype: DataType::Int(2),
             fill: FillValue::Fixed(vec![7, 0]),
@@ -275,13 +275,13 @@ mod tests {
                     data[(r * 6 + c) * 2..(r * 6 + c) * 2 + 2].copy_from_slice(&7i16.to_le_bytes());
                 }
             }
-            let enc = s.encode(ChunkData::Fixed(data.clone())).unwrap();
+            let enc = s.encode(UnitData::Fixed(data.clone())).unwrap();
             let idx_bytes = s.split_index(&enc).unwrap().to_vec();
             let index = s.decode_index(idx_bytes).unwrap();
             assert_eq!(index[1], (EMPTY, EMPTY), "{loc}");
             assert_eq!(
                 s.decode(enc.clone()).unwrap(),
-                ChunkData::Fixed(data),
+                UnitData::Fixed(data),
                 "{loc}"
             );
             let mut bad = enc.clone();

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{ArrayToArray, ChunkData, ChunkRepr};
+use super::{ArrayToArray, UnitData, UnitRepr};
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::CodecSpec;
 
@@ -15,7 +15,7 @@ pub struct Transpose {
 }
 
 impl Transpose {
-    pub fn build(spec: &CodecSpec, repr: &ChunkRepr) -> Result<(Box<dyn ArrayToArray>, ChunkRepr)> {
+    pub fn build(spec: &CodecSpec, repr: &UnitRepr) -> Result<(Box<dyn ArrayToArray>, UnitRepr)> {
         let n = repr.shape.len();
         let order: Vec<usize> = match spec.config.get("order") {
             Some(Value::Array(o)) => o
@@ -38,7 +38,7 @@ impl Transpose {
                 format!("transpose order {order:?} is not a permutation of {n} axes"),
             ));
         }
-        let encoded = ChunkRepr {
+        let encoded = UnitRepr {
             shape: order.iter().map(|&a| repr.shape[a]).collect(),
             ..repr.clone()
         };
@@ -170,29 +170,29 @@ pub fn reverse_axes(src: &[u8], item: usize, shape: &[u64]) -> Vec<u8> {
 }
 
 impl Transpose {
-    fn apply(&self, data: ChunkData, src_shape: &[u64], perm: &[usize]) -> Result<ChunkData> {
+    fn apply(&self, data: UnitData, src_shape: &[u64], perm: &[usize]) -> Result<UnitData> {
         let n: u64 = src_shape.iter().product();
         Ok(match data {
-            ChunkData::Fixed(b) => {
+            UnitData::Fixed(b) => {
                 let item = self.item.unwrap_or(1);
                 if b.len() as u64 != n * item as u64 {
                     return Err(corrupt("transpose input has the wrong size"));
                 }
                 let reversal = perm.iter().rev().enumerate().all(|(i, &a)| a == i);
                 if reversal {
-                    ChunkData::Fixed(reverse_axes(&b, item, src_shape))
+                    UnitData::Fixed(reverse_axes(&b, item, src_shape))
                 } else {
-                    ChunkData::Fixed(permute(&b, item, src_shape, perm))
+                    UnitData::Fixed(permute(&b, item, src_shape, perm))
                 }
             }
-            ChunkData::Var(v) => {
+            UnitData::Var(v) => {
                 if v.len() as u64 != n {
                     return Err(corrupt("transpose input has the wrong size"));
                 }
-                ChunkData::Var(permute(&v, 1, src_shape, perm))
+                UnitData::Var(permute(&v, 1, src_shape, perm))
             }
             // Every element is the same: nothing moves.
-            fill @ ChunkData::Fill(_) => fill,
+            fill @ UnitData::Fill(_) => fill,
         })
     }
 
@@ -206,12 +206,12 @@ impl Transpose {
 }
 
 impl ArrayToArray for Transpose {
-    fn decode(&self, data: ChunkData) -> Result<ChunkData> {
+    fn decode(&self, data: UnitData) -> Result<UnitData> {
         let encoded_shape: Vec<u64> = self.order.iter().map(|&a| self.decoded_shape[a]).collect();
         self.apply(data, &encoded_shape, &self.inverse())
     }
 
-    fn encode(&self, data: ChunkData) -> Result<ChunkData> {
+    fn encode(&self, data: UnitData) -> Result<UnitData> {
         self.apply(data, &self.decoded_shape, &self.order)
     }
 }
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn transposes_and_round_trips_3d() {
-        let repr = ChunkRepr {
+        let repr = UnitRepr {
             shape: vec![2, 3, 4],
             dtype: DataType::UInt(1),
             fill: FillValue::Fixed(vec![0]),
@@ -257,7 +257,7 @@ mod tests {
         assert_eq!(enc.shape, vec![4, 2, 3]);
         let data: Vec<u8> = (0..24).collect();
         let encoded = codec
-            .encode(ChunkData::Fixed(data.clone()))
+            .encode(UnitData::Fixed(data.clone()))
             .unwrap()
             .into_fixed()
             .unwrap();
@@ -265,8 +265,8 @@ mod tests {
         // encoded[1][1][2] (strides 6, 3, 1) is data[1][2][1] (strides 12, 4, 1).
         assert_eq!(encoded[6 + 3 + 2], data[12 + 2 * 4 + 1]);
         assert_eq!(
-            codec.decode(ChunkData::Fixed(encoded)).unwrap(),
-            ChunkData::Fixed(data)
+            codec.decode(UnitData::Fixed(encoded)).unwrap(),
+            UnitData::Fixed(data)
         );
         let bad = CodecSpec::new("transpose", json!({"order": [0, 0, 1]}));
         assert!(Transpose::build(&bad, &repr).is_err());

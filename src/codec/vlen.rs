@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::{ArrayToBytes, ChunkData, ChunkRepr, CodecChain};
+use super::{ArrayToBytes, CodecChain, UnitData, UnitRepr};
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::{CodecSpec, DataType, FillValue};
 
@@ -35,7 +35,7 @@ fn specs(value: Option<&Value>, default: Value) -> Result<Vec<CodecSpec>> {
 }
 
 impl Vlen {
-    pub fn build(spec: &CodecSpec, repr: &ChunkRepr) -> Result<Vlen> {
+    pub fn build(spec: &CodecSpec, repr: &UnitRepr) -> Result<Vlen> {
         let name = spec.name.trim_start_matches("numcodecs.");
         let utf8 = match (&repr.dtype, name) {
             (DataType::String, _) => true,
@@ -151,7 +151,7 @@ impl Vlen {
             DataType::UInt(4)
         };
         let size = index_dtype.size().unwrap_or(8);
-        let index_repr = ChunkRepr {
+        let index_repr = UnitRepr {
             shape: vec![self.elements as u64 + 1],
             fill: FillValue::Fixed(vec![0; size]),
             dtype: index_dtype,
@@ -168,7 +168,7 @@ impl Vlen {
             })
             .collect();
         let total = *offsets.last().ok_or_else(|| corrupt("vlen: empty index"))?;
-        let data_repr = ChunkRepr {
+        let data_repr = UnitRepr {
             shape: vec![total as u64],
             dtype: DataType::UInt(1),
             fill: FillValue::Fixed(vec![0]),
@@ -189,8 +189,8 @@ impl Vlen {
 }
 
 impl ArrayToBytes for Vlen {
-    fn decode(&self, bytes: Vec<u8>) -> Result<ChunkData> {
-        Ok(ChunkData::Var(match &self.layout {
+    fn decode(&self, bytes: Vec<u8>) -> Result<UnitData> {
+        Ok(UnitData::Var(match &self.layout {
             Layout::Interleaved => self.decode_interleaved(&bytes)?,
             Layout::Zarrs {
                 index_codecs,
@@ -201,8 +201,8 @@ impl ArrayToBytes for Vlen {
         }))
     }
 
-    fn encode(&self, data: ChunkData) -> Result<Vec<u8>> {
-        let ChunkData::Var(items) = data else {
+    fn encode(&self, data: UnitData) -> Result<Vec<u8>> {
+        let UnitData::Var(items) = data else {
             return Err(Error::Internal(
                 "vlen codec needs variable-length elements".into(),
             ));
@@ -244,20 +244,20 @@ impl ArrayToBytes for Vlen {
                     )
                 };
                 let size = dtype.size().unwrap_or(8);
-                let index_repr = ChunkRepr {
+                let index_repr = UnitRepr {
                     shape: vec![offsets.len() as u64],
                     dtype,
                     fill: FillValue::Fixed(vec![0; size]),
                 };
-                let data_repr = ChunkRepr {
+                let data_repr = UnitRepr {
                     shape: vec![data.len() as u64],
                     dtype: DataType::UInt(1),
                     fill: FillValue::Fixed(vec![0]),
                 };
-                let index = CodecChain::build(index_codecs, &index_repr)?
-                    .encode(ChunkData::Fixed(index))?;
+                let index =
+                    CodecChain::build(index_codecs, &index_repr)?.encode(UnitData::Fixed(index))?;
                 let data =
-                    CodecChain::build(data_codecs, &data_repr)?.encode(ChunkData::Fixed(data))?;
+                    CodecChain::build(data_codecs, &data_repr)?.encode(UnitData::Fixed(data))?;
                 let len = (index.len() as u64).to_le_bytes();
                 Ok(if *index_at_end {
                     [data, index, len.to_vec()].concat()
@@ -277,8 +277,8 @@ impl ArrayToBytes for Vlen {
 mod tests {
     use super::*;
 
-    fn repr(dtype: DataType, n: u64) -> ChunkRepr {
-        ChunkRepr {
+    fn repr(dtype: DataType, n: u64) -> UnitRepr {
+        UnitRepr {
             shape: vec![n],
             dtype,
             fill: FillValue::Var(None),
@@ -297,9 +297,9 @@ mod tests {
         let items = vec![Some(b"ab".to_vec()), Some("é".as_bytes().to_vec())];
         assert_eq!(
             v.decode(stored.clone()).unwrap(),
-            ChunkData::Var(items.clone())
+            UnitData::Var(items.clone())
         );
-        assert_eq!(v.encode(ChunkData::Var(items)).unwrap(), stored);
+        assert_eq!(v.encode(UnitData::Var(items)).unwrap(), stored);
         assert!(v.decode(stored[..9].to_vec()).is_err());
         let bad = b"\x01\x00\x00\x00\x02\x00\x00\x00\xff\xfe".to_vec();
         let one = Vlen::build(
@@ -321,10 +321,10 @@ mod tests {
                        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}),
             );
             let v = Vlen::build(&spec, &repr(DataType::VarBytes, 3)).unwrap();
-            let enc = v.encode(ChunkData::Var(items.clone())).unwrap();
+            let enc = v.encode(UnitData::Var(items.clone())).unwrap();
             assert_eq!(
                 v.decode(enc).unwrap(),
-                ChunkData::Var(items.clone()),
+                UnitData::Var(items.clone()),
                 "{loc}"
             );
         }
@@ -339,6 +339,6 @@ mod tests {
             &repr(DataType::VarBytes, 3),
         )
         .unwrap();
-        assert_eq!(v.decode(stored).unwrap(), ChunkData::Var(items));
+        assert_eq!(v.decode(stored).unwrap(), UnitData::Var(items));
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::codec::region::Region;
-use crate::codec::{ChunkData, ChunkRepr, CodecChain};
+use crate::codec::{CodecChain, UnitData, UnitRepr};
 use crate::metadata::{v2, v3, ArrayMetadata, NodeMetadata};
 use crate::{Error, Result};
 
@@ -28,7 +28,7 @@ pub fn write_chunks(root: &Path, meta: &ArrayMetadata, data: &[u8]) -> Result<()
         .dtype
         .size()
         .ok_or_else(|| Error::Invalid("demo arrays are fixed-size".into()))?;
-    let repr = ChunkRepr {
+    let repr = UnitRepr {
         shape: meta.chunk_shape.clone(),
         dtype: meta.dtype.clone(),
         fill: meta.fill.clone(),
@@ -65,7 +65,7 @@ pub fn write_chunks(root: &Path, meta: &ArrayMetadata, data: &[u8]) -> Result<()
             dst_base: 0,
         }
         .copy(data, &mut chunk);
-        let encoded = chain.encode(ChunkData::Fixed(chunk))?;
+        let encoded = chain.encode(UnitData::Fixed(chunk))?;
         write_file(root, &meta.chunk_key(&idx), &encoded)?;
     }
     Ok(())

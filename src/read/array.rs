@@ -12,7 +12,7 @@ use lru::LruCache;
 use parking_lot::Mutex;
 
 use crate::codec::sharding::EMPTY;
-use crate::codec::{ChunkData, ChunkRepr, CodecChain};
+use crate::codec::{CodecChain, UnitData, UnitRepr};
 use crate::error::{Error, Result};
 use crate::hierarchy::Hierarchy;
 use crate::metadata::ArrayMetadata;
@@ -41,7 +41,7 @@ pub struct Array {
     chain: Option<CodecChain>,
     /// The shape of one read unit: the chunk, or the inner chunk of a shard.
     unit_shape: Vec<u64>,
-    unit_repr: ChunkRepr,
+    unit_repr: UnitRepr,
     shard_indexes: Mutex<LruCache<String, Option<Arc<ShardIndex>>>>,
     /// Shards lately hinted to the store (see [`Array::will_need`]).
     hinted_shards: Mutex<LruCache<String, ()>>,
@@ -72,7 +72,7 @@ impl Array {
     }
 
     pub fn open(meta: Arc<ArrayMetadata>, store: Arc<dyn Store>) -> Result<Array> {
-        let repr = ChunkRepr {
+        let repr = UnitRepr {
             shape: meta.chunk_shape.clone(),
             dtype: meta.dtype.clone(),
             fill: meta.fill.clone(),
@@ -86,7 +86,7 @@ impl Array {
             Some(s) => s.inner_shape.clone(),
             None => meta.chunk_shape.clone(),
         };
-        let unit_repr = ChunkRepr {
+        let unit_repr = UnitRepr {
             shape: unit_shape.clone(),
             ..repr
         };
@@ -217,17 +217,17 @@ impl Array {
 
     /// The decoded read unit at `idx` (full unit shape, C order, little-endian), with a
     /// unit of fill value materialized.
-    pub fn read_unit(&self, idx: &[u64]) -> Result<ChunkData> {
+    pub fn read_unit(&self, idx: &[u64]) -> Result<UnitData> {
         match self.read_unit_or_fill(idx)? {
-            ChunkData::Fill(_) => self.unit_repr.filled(),
+            UnitData::Fill(_) => self.unit_repr.filled(),
             data => Ok(data),
         }
     }
 
-    /// The decoded read unit at `idx`, or [`ChunkData::Fill`] (one element) when it holds
+    /// The decoded read unit at `idx`, or [`UnitData::Fill`] (one element) when it holds
     /// only the fill value because it was never written: its memory does not grow with
     /// the unit's size.
-    pub fn read_unit_or_fill(&self, idx: &[u64]) -> Result<ChunkData> {
+    pub fn read_unit_or_fill(&self, idx: &[u64]) -> Result<UnitData> {
         match self.chain.as_ref().and_then(CodecChain::sole_sharding) {
             None => {
                 let key = self.meta.chunk_key(idx);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use lru::LruCache;
 use parking_lot::{Condvar, Mutex};
 
-use crate::codec::ChunkData;
+use crate::codec::UnitData;
 use crate::error::Result;
 
 /// Which unit: array id, layout tag (how the view stores it) and unit grid index.
@@ -26,12 +26,12 @@ pub type UnitKey = (u64, u8, Vec<u64>);
 
 #[derive(Default)]
 struct Pending {
-    done: Mutex<Option<Option<Arc<ChunkData>>>>,
+    done: Mutex<Option<Option<Arc<UnitData>>>>,
     cv: Condvar,
 }
 
 struct Entry {
-    unit: Arc<ChunkData>,
+    unit: Arc<UnitData>,
     /// Bytes of the unit handed out so far.
     served: usize,
     /// When it was loaded or last read.
@@ -67,7 +67,7 @@ struct Leader<'a> {
     cache: &'a UnitCache,
     key: &'a UnitKey,
     pending: &'a Pending,
-    unit: Option<Arc<ChunkData>>,
+    unit: Option<Arc<UnitData>>,
 }
 
 impl Drop for Leader<'_> {
@@ -123,7 +123,7 @@ impl UnitCache {
     }
 
     /// The cached unit, without loading.
-    pub fn peek(&self, key: &UnitKey) -> Option<Arc<ChunkData>> {
+    pub fn peek(&self, key: &UnitKey) -> Option<Arc<UnitData>> {
         self.inner.lock().lru.get_mut(key).map(|e| {
             e.used_at = Instant::now();
             e.unit.clone()
@@ -147,8 +147,7 @@ impl UnitCache {
         entry.used_at = Instant::now();
         let size = entry.unit.mem_size();
         // A unit of fill value is one element however much of it is read: it stays.
-        if drop_whole && entry.served >= size && !matches!(entry.unit.as_ref(), ChunkData::Fill(_))
-        {
+        if drop_whole && entry.served >= size && !matches!(entry.unit.as_ref(), UnitData::Fill(_)) {
             inner.lru.pop(key);
             inner.used -= size;
             if inner.queued.contains(key) {
@@ -177,7 +176,7 @@ impl UnitCache {
     /// Run a claimed background load of `key` (about `size` bytes decoded), unless the
     /// unit was served whole since it was claimed (a reader got there first), is
     /// present, or would need room that units in use hold.
-    pub fn prefetch(&self, key: &UnitKey, size: usize, load: impl FnOnce() -> Result<ChunkData>) {
+    pub fn prefetch(&self, key: &UnitKey, size: usize, load: impl FnOnce() -> Result<UnitData>) {
         {
             let mut inner = self.inner.lock();
             inner.queued.remove(key);
@@ -196,8 +195,8 @@ impl UnitCache {
     pub fn get_or_load(
         &self,
         key: &UnitKey,
-        load: impl FnOnce() -> Result<ChunkData>,
-    ) -> Result<Arc<ChunkData>> {
+        load: impl FnOnce() -> Result<UnitData>,
+    ) -> Result<Arc<UnitData>> {
         if let Some(hit) = self.peek(key) {
             return Ok(hit);
         }
@@ -256,7 +255,7 @@ impl UnitCache {
         true
     }
 
-    fn insert(&self, key: UnitKey, unit: Arc<ChunkData>) {
+    fn insert(&self, key: UnitKey, unit: Arc<UnitData>) {
         let size = unit.mem_size();
         if size > self.budget {
             return;
@@ -290,7 +289,7 @@ mod tests {
         let cache = Arc::new(UnitCache::new(250));
         for i in 0..5u64 {
             cache
-                .get_or_load(&(1, 0, vec![i]), || Ok(ChunkData::Fixed(vec![0; 100])))
+                .get_or_load(&(1, 0, vec![i]), || Ok(UnitData::Fixed(vec![0; 100])))
                 .unwrap();
         }
         assert!(cache.used() <= 250);
@@ -307,14 +306,14 @@ mod tests {
                         .get_or_load(&(2, 0, vec![0]), || {
                             loads.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(50));
-                            Ok(ChunkData::Fixed(vec![7; 10]))
+                            Ok(UnitData::Fixed(vec![7; 10]))
                         })
                         .unwrap()
                 })
             })
             .collect();
         for t in threads {
-            assert_eq!(*t.join().unwrap(), ChunkData::Fixed(vec![7; 10]));
+            assert_eq!(*t.join().unwrap(), UnitData::Fixed(vec![7; 10]));
         }
         assert_eq!(loads.load(Ordering::SeqCst), 1);
     }
@@ -339,8 +338,8 @@ mod tests {
         };
         started_rx.recv().unwrap();
         // A waiter behind the panicking leader gets an answer (its own load), not a hang.
-        let got = cache.get_or_load(&key, || Ok(ChunkData::Fixed(vec![5; 10])));
-        assert_eq!(*got.unwrap(), ChunkData::Fixed(vec![5; 10]));
+        let got = cache.get_or_load(&key, || Ok(UnitData::Fixed(vec![5; 10])));
+        assert_eq!(*got.unwrap(), UnitData::Fixed(vec![5; 10]));
         leader.join().unwrap();
         assert!(cache.loading.lock().is_empty());
     }
@@ -353,7 +352,7 @@ mod tests {
         assert!(!cache.claim_prefetch(&key), "queued once");
         // A reader gets there first and is handed all 100 bytes in two parts.
         cache
-            .get_or_load(&key, || Ok(ChunkData::Fixed(vec![1; 100])))
+            .get_or_load(&key, || Ok(UnitData::Fixed(vec![1; 100])))
             .unwrap();
         cache.served(&key, 60);
         assert!(cache.peek(&key).is_some());
@@ -365,7 +364,7 @@ mod tests {
         assert!(cache.peek(&key).is_none());
         // A later claim loads normally.
         assert!(cache.claim_prefetch(&key));
-        cache.prefetch(&key, 100, || Ok(ChunkData::Fixed(vec![2; 100])));
+        cache.prefetch(&key, 100, || Ok(UnitData::Fixed(vec![2; 100])));
         assert!(cache.peek(&key).is_some());
     }
 
@@ -374,7 +373,7 @@ mod tests {
         let cache = UnitCache::new(300);
         for i in 0..3u64 {
             cache
-                .get_or_load(&(5, 0, vec![i]), || Ok(ChunkData::Fixed(vec![0; 100])))
+                .get_or_load(&(5, 0, vec![i]), || Ok(UnitData::Fixed(vec![0; 100])))
                 .unwrap();
         }
         // The budget holds three units readers just used: a prefetch does not load.
@@ -385,7 +384,7 @@ mod tests {
         assert_eq!(cache.used(), 300);
         // A reader's own load still makes room.
         cache
-            .get_or_load(&key, || Ok(ChunkData::Fixed(vec![1; 100])))
+            .get_or_load(&key, || Ok(UnitData::Fixed(vec![1; 100])))
             .unwrap();
         assert!(cache.peek(&key).is_some());
         assert_eq!(cache.used(), 300);
@@ -393,7 +392,7 @@ mod tests {
         std::thread::sleep(IN_USE);
         let key = (5, 0, vec![10]);
         assert!(cache.claim_prefetch(&key));
-        cache.prefetch(&key, 100, || Ok(ChunkData::Fixed(vec![2; 100])));
+        cache.prefetch(&key, 100, || Ok(UnitData::Fixed(vec![2; 100])));
         assert!(cache.peek(&key).is_some());
         assert_eq!(cache.used(), 300);
     }

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use base64::Engine;
 
-use crate::codec::ChunkData;
+use crate::codec::UnitData;
 use crate::error::{output_error, Error, Result};
 use crate::metadata::DataType;
 use crate::read::array::Array;
@@ -42,7 +42,7 @@ pub fn write_var_lines(
     geometry.runs(Order::C, 0, elements, |run| {
         let key = (array.unit_id(run.unit), 0, run.unit.to_vec());
         let chunk = cache.get_or_load(&key, || array.read_unit(run.unit))?;
-        let ChunkData::Var(items) = chunk.as_ref() else {
+        let UnitData::Var(items) = chunk.as_ref() else {
             return Err(Error::corrupt(
                 &meta.meta_key,
                 "fixed-size chunk in a text view",

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::codec::region::Region;
-use crate::codec::{reverse_axes, swap_elements, ChunkData};
+use crate::codec::{reverse_axes, swap_elements, UnitData};
 use crate::error::{Error, Result};
 use crate::metadata::SwapUnits;
 use crate::read::array::Array;
@@ -58,10 +58,10 @@ impl UnitLoader {
 
     /// Whether a decoded unit is what the view copies from: the bytes of a whole unit, or
     /// one element of fill value.
-    fn check(&self, chunk: &ChunkData) -> Result<()> {
+    fn check(&self, chunk: &UnitData) -> Result<()> {
         match chunk {
-            ChunkData::Fixed(b) if b.len() == self.array.unit_bytes() => Ok(()),
-            ChunkData::Fill(one) if one.len() == self.item => Ok(()),
+            UnitData::Fixed(b) if b.len() == self.array.unit_bytes() => Ok(()),
+            UnitData::Fill(one) if one.len() == self.item => Ok(()),
             _ => Err(Error::corrupt(
                 &self.array.meta.meta_key,
                 "decoded chunk has the wrong size",
@@ -69,12 +69,12 @@ impl UnitLoader {
         }
     }
 
-    fn load(&self, idx: &[u64]) -> Result<ChunkData> {
+    fn load(&self, idx: &[u64]) -> Result<UnitData> {
         let mut bytes = match self.array.read_unit_or_fill(idx)? {
             // One element in the file's byte order; nothing to transpose.
-            ChunkData::Fill(mut one) => {
+            UnitData::Fill(mut one) => {
                 swap_elements(&mut one, self.item, &self.swap);
-                return Ok(ChunkData::Fill(one));
+                return Ok(UnitData::Fill(one));
             }
             data => data.into_fixed()?,
         };
@@ -82,7 +82,7 @@ impl UnitLoader {
             bytes = reverse_axes(&bytes, self.item, self.array.unit_shape());
         }
         swap_elements(&mut bytes, self.item, &self.swap);
-        Ok(ChunkData::Fixed(bytes))
+        Ok(UnitData::Fixed(bytes))
     }
 }
 
@@ -98,15 +98,15 @@ pub enum Now {
 
 /// Bytes of a cached unit, handed out in place.
 pub struct UnitSlice {
-    chunk: Arc<ChunkData>,
+    chunk: Arc<UnitData>,
     range: std::ops::Range<usize>,
 }
 
 impl UnitSlice {
     pub fn bytes(&self) -> &[u8] {
         match self.chunk.as_ref() {
-            ChunkData::Fixed(b) => &b[self.range.clone()],
-            ChunkData::Var(_) | ChunkData::Fill(_) => &[],
+            UnitData::Fixed(b) => &b[self.range.clone()],
+            UnitData::Var(_) | UnitData::Fill(_) => &[],
         }
     }
 }
@@ -380,7 +380,7 @@ impl View {
         let chunk = if cached_only {
             // A fill unit is not handed out in place: the caller gathers it, and plans.
             match self.cache.peek(&key) {
-                Some(chunk) if !matches!(chunk.as_ref(), ChunkData::Fill(_)) => {
+                Some(chunk) if !matches!(chunk.as_ref(), UnitData::Fill(_)) => {
                     self.plan(cursor, offset, len, true);
                     chunk
                 }
@@ -390,12 +390,12 @@ impl View {
             self.plan(cursor, offset, len, false);
             self.cache.get_or_load(&key, || loader.load(&idx))?
         };
-        if matches!(chunk.as_ref(), ChunkData::Fill(_)) {
+        if matches!(chunk.as_ref(), UnitData::Fill(_)) {
             // Nothing to hand out in place: the read writes the fill value.
             return Ok(None);
         }
         let range = start * loader.item..start * loader.item + len as usize;
-        if !matches!(chunk.as_ref(), ChunkData::Fixed(b) if b.len() == loader.array.unit_bytes() && range.end <= b.len())
+        if !matches!(chunk.as_ref(), UnitData::Fixed(b) if b.len() == loader.array.unit_bytes() && range.end <= b.len())
         {
             return Err(Error::corrupt(
                 &loader.array.meta.meta_key,
@@ -435,7 +435,7 @@ impl View {
     }
 
     /// The unit at `idx` (cache key `key`), decoded now if the cache does not hold it.
-    fn load_unit(&self, key: &UnitKey, idx: &[u64]) -> Result<Arc<ChunkData>> {
+    fn load_unit(&self, key: &UnitKey, idx: &[u64]) -> Result<Arc<UnitData>> {
         self.cache.get_or_load(key, || self.loader.load(idx))
     }
 
@@ -449,7 +449,7 @@ impl View {
         last: u64,
         dst: &mut [u8],
         first_not_served: bool,
-        mut get_unit: impl FnMut(&UnitKey, &[u64]) -> Result<Arc<ChunkData>>,
+        mut get_unit: impl FnMut(&UnitKey, &[u64]) -> Result<Arc<UnitData>>,
     ) -> Result<()> {
         let loader = &self.loader;
         // Everything below is in file-axis order, where units and the file are both C order.
@@ -461,7 +461,7 @@ impl View {
             let chunk = get_unit(&key, &idx)?;
             loader.check(&chunk)?;
             let src = match chunk.as_ref() {
-                ChunkData::Fixed(src) => Some(src),
+                UnitData::Fixed(src) => Some(src),
                 _ => None,
             };
             // The part of the box inside unit `u`.
@@ -482,7 +482,7 @@ impl View {
             };
             match (src, chunk.as_ref()) {
                 (Some(src), _) => region.copy(src, dst),
-                (None, ChunkData::Fill(one)) => region.fill(one, dst),
+                (None, UnitData::Fill(one)) => region.fill(one, dst),
                 (None, _) => {}
             }
             let piece = extent.iter().product::<u64>() as usize * loader.item;

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::{retyped, Filter};
 use crate::codec::num::{convert, Num};
-use crate::codec::{check_len, ChunkRepr};
+use crate::codec::{check_len, UnitRepr};
 use crate::error::{Error, Result};
 
 pub struct Cast {
@@ -116,7 +116,7 @@ impl Filter for Cast {
         decoded / self.dtype.size * self.astype.size
     }
 
-    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr> {
+    fn encoded_repr(&self, decoded: &UnitRepr) -> Result<UnitRepr> {
         Ok(retyped(decoded, self.astype))
     }
 }

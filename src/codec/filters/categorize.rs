@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::Filter;
 use crate::codec::num::Num;
-use crate::codec::{check_len, ChunkRepr};
+use crate::codec::{check_len, UnitRepr};
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::dtype::parse_typestr;
 use crate::metadata::DataType;
@@ -90,7 +90,7 @@ impl Filter for Categorize {
         decoded / self.item.max(1) * self.astype.size
     }
 
-    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr> {
+    fn encoded_repr(&self, decoded: &UnitRepr) -> Result<UnitRepr> {
         Ok(super::retyped(decoded, self.astype))
     }
 }

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::{retyped, Filter};
 use crate::codec::num::{Kind, Num};
-use crate::codec::{check_len, ChunkRepr};
+use crate::codec::{check_len, UnitRepr};
 use crate::error::Result;
 
 pub struct Delta {
@@ -81,7 +81,7 @@ impl Filter for Delta {
         decoded / self.dtype.size * self.astype.size
     }
 
-    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr> {
+    fn encoded_repr(&self, decoded: &UnitRepr) -> Result<UnitRepr> {
         Ok(retyped(decoded, self.astype))
     }
 }

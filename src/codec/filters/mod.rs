@@ -10,7 +10,7 @@ mod packbits;
 mod shuffle;
 
 use super::num::Num;
-use super::{ArrayToArray, BytesToBytes, ChunkData, ChunkRepr};
+use super::{ArrayToArray, BytesToBytes, UnitData, UnitRepr};
 use crate::error::{Error, Result};
 use crate::metadata::CodecSpec;
 
@@ -22,7 +22,7 @@ pub trait Filter: Send + Sync {
     /// Encoded size of `decoded` bytes (an upper bound).
     fn encoded_len(&self, decoded: usize) -> usize;
     /// The chunk as the next codec sees it, when the filter is array->array.
-    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr>;
+    fn encoded_repr(&self, decoded: &UnitRepr) -> Result<UnitRepr>;
 }
 
 /// Build a filter. `native` is the chunk's element type when the filter runs on
@@ -48,16 +48,16 @@ struct AsArrayToArray {
 }
 
 impl ArrayToArray for AsArrayToArray {
-    fn decode(&self, data: ChunkData) -> Result<ChunkData> {
+    fn decode(&self, data: UnitData) -> Result<UnitData> {
         let out = self.filter.decode(data.into_fixed()?, self.decoded_len)?;
         if out.len() != self.decoded_len {
             return Err(super::corrupt("filter output has the wrong size"));
         }
-        Ok(ChunkData::Fixed(out))
+        Ok(UnitData::Fixed(out))
     }
 
-    fn encode(&self, data: ChunkData) -> Result<ChunkData> {
-        Ok(ChunkData::Fixed(self.filter.encode(data.into_fixed()?)?))
+    fn encode(&self, data: UnitData) -> Result<UnitData> {
+        Ok(UnitData::Fixed(self.filter.encode(data.into_fixed()?)?))
     }
 }
 
@@ -77,8 +77,8 @@ fn little_endian(spec: &CodecSpec) -> CodecSpec {
 
 pub fn build_array_to_array(
     spec: &CodecSpec,
-    repr: &ChunkRepr,
-) -> Result<(Box<dyn ArrayToArray>, ChunkRepr)> {
+    repr: &UnitRepr,
+) -> Result<(Box<dyn ArrayToArray>, UnitRepr)> {
     let native = Num::of(&repr.dtype);
     let filter = build(&little_endian(spec), native)?;
     let encoded = filter.encoded_repr(repr)?;
@@ -105,14 +105,14 @@ impl BytesToBytes for AsBytesToBytes {
     }
 }
 
-pub fn build_bytes_to_bytes(spec: &CodecSpec, _repr: &ChunkRepr) -> Result<Box<dyn BytesToBytes>> {
+pub fn build_bytes_to_bytes(spec: &CodecSpec, _repr: &UnitRepr) -> Result<Box<dyn BytesToBytes>> {
     Ok(Box::new(AsBytesToBytes(build(spec, None)?)))
 }
 
 /// The same chunk with another element type.
-fn retyped(decoded: &ChunkRepr, to: Num) -> ChunkRepr {
+fn retyped(decoded: &UnitRepr, to: Num) -> UnitRepr {
     let size = to.size;
-    ChunkRepr {
+    UnitRepr {
         shape: decoded.shape.clone(),
         dtype: to.data_type(),
         fill: crate::metadata::FillValue::Fixed(vec![0; size]),

@@ -2,7 +2,7 @@
 //! after one byte giving the number of padding bits.
 
 use super::Filter;
-use crate::codec::{check_len, ChunkRepr};
+use crate::codec::{check_len, UnitRepr};
 use crate::error::{corrupt, Result};
 use crate::metadata::{DataType, FillValue};
 
@@ -38,8 +38,8 @@ impl Filter for PackBits {
         1 + decoded.div_ceil(8)
     }
 
-    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr> {
-        Ok(ChunkRepr {
+    fn encoded_repr(&self, decoded: &UnitRepr) -> Result<UnitRepr> {
+        Ok(UnitRepr {
             shape: vec![self.encoded_len(decoded.num_elements() as usize) as u64],
             dtype: DataType::UInt(1),
             fill: FillValue::Fixed(vec![0]),

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::Filter;
 use crate::codec::num::Num;
-use crate::codec::{check_len, ChunkRepr};
+use crate::codec::{check_len, UnitRepr};
 use crate::error::{Error, Result};
 
 pub struct Shuffle {
@@ -85,7 +85,7 @@ impl Filter for Shuffle {
         decoded
     }
 
-    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr> {
+    fn encoded_repr(&self, decoded: &UnitRepr) -> Result<UnitRepr> {
         Ok(decoded.clone())
     }
 }

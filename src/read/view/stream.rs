@@ -7,7 +7,7 @@ use std::io::{IoSlice, Write};
 use std::sync::Arc;
 
 use super::View;
-use crate::codec::ChunkData;
+use crate::codec::UnitData;
 use crate::error::{output_error, Error, Result};
 use crate::read::cache::UnitKey;
 use crate::read::readahead::Cursor;
@@ -76,13 +76,13 @@ impl View {
             return Ok(false);
         }
         self.plan(cursor, offset, len, false);
-        let mut held: Vec<(UnitKey, Arc<ChunkData>)> = Vec::new();
+        let mut held: Vec<(UnitKey, Arc<UnitData>)> = Vec::new();
         let mut fill: Option<Vec<u8>> = None;
         for idx in units {
             let key = loader.key(&idx);
             let chunk = self.load_unit(&key, &idx)?;
             loader.check(&chunk)?;
-            if let ChunkData::Fill(one) = chunk.as_ref() {
+            if let UnitData::Fill(one) = chunk.as_ref() {
                 let pattern = fill.get_or_insert_with(|| one.repeat(FILL_PATTERN / item + 1));
                 if !pattern.starts_with(one) {
                     return Err(Error::corrupt(&meta.meta_key, "two fill values"));
@@ -90,7 +90,7 @@ impl View {
             }
             held.push((key, chunk));
         }
-        let is_fill = |u: usize| matches!(held[u].1.as_ref(), ChunkData::Fill(_));
+        let is_fill = |u: usize| matches!(held[u].1.as_ref(), UnitData::Fill(_));
         let mut pieces: Vec<Piece> = Vec::new();
         let mut served = vec![0usize; held.len()];
         let table = UnitTable::new(held.iter().map(|(key, _)| key.2.as_slice()));
@@ -116,7 +116,7 @@ impl View {
         let mut slices: Vec<IoSlice> = Vec::with_capacity(pieces.len());
         for p in &pieces {
             match held[p.unit].1.as_ref() {
-                ChunkData::Fixed(b) => slices.push(IoSlice::new(&b[p.start..p.start + p.len])),
+                UnitData::Fixed(b) => slices.push(IoSlice::new(&b[p.start..p.start + p.len])),
                 _ => {
                     let mut left = p.len;
                     while left > 0 {
