@@ -21,7 +21,7 @@ pub fn folder(prefix: &Location, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
 }
 
 #[cfg(feature = "remote")]
-pub use remote::{adapted, source, url};
+pub use remote::{adapted, url};
 
 #[cfg(feature = "remote")]
 mod remote {
@@ -56,12 +56,7 @@ mod remote {
             zip: false,
             ..cfg.clone()
         };
-        adapted(Arc::new(source(&url, &cfg)?), &cfg)
-    }
-
-    /// The remote store under `url` (a folder) on the shared source of its bucket or host.
-    pub fn source(url: &Url, cfg: &StoreConfig) -> Result<RemoteStore> {
-        RemoteStore::connect(url, cfg)
+        adapted(Arc::new(RemoteStore::connect(&url, &cfg)?), &cfg)
     }
 
     /// `source` with its adapters: behind the disk cache when one is configured.

@@ -150,8 +150,7 @@ impl Location {
     /// Whether the location's name ends in `ending` (ASCII case ignored, a trailing `/`
     /// too).
     pub fn name_ends_with(&self, ending: &str) -> bool {
-        let text = self.to_string().to_ascii_lowercase();
-        text.trim_end_matches('/').ends_with(ending)
+        path_ends_with(&self.to_string(), ending)
     }
 }
 
@@ -162,6 +161,13 @@ impl fmt::Display for Location {
             Location::Url(u) => f.write_str(u),
         }
     }
+}
+
+/// Whether the path `path` ends in `ending` (ASCII case and a trailing `/` ignored).
+pub fn path_ends_with(path: &str, ending: &str) -> bool {
+    path.to_ascii_lowercase()
+        .trim_end_matches('/')
+        .ends_with(ending)
 }
 
 /// `text` when it is a URL of a remote scheme (not `file://`), normalized.

@@ -65,11 +65,12 @@ mod remote {
 
     use crate::error::{Error, Result};
     use crate::store::connect;
-    use crate::store::location::Location;
+    use crate::store::location::{path_ends_with, Location};
     use crate::store::namespace::icechunk::IcechunkStore;
     use crate::store::namespace::references::ReferenceStore;
     use crate::store::namespace::zip::ZipStore;
     use crate::store::source::blob::{Blob, StoreBlob};
+    use crate::store::source::remote::RemoteStore;
     use crate::store::{Store, StoreConfig};
 
     /// Whether a URL names a kerchunk JSON reference set (a remote object cannot be
@@ -84,12 +85,9 @@ mod remote {
         ends_with_any(path, &[".parq", ".parquet"])
     }
 
-    /// Whether the URL path `path` ends in one of `ends` (ASCII case and a trailing `/`
-    /// ignored).
+    /// Whether the URL path `path` ends in one of `ends`.
     fn ends_with_any(path: &str, ends: &[&str]) -> bool {
-        let lower = path.to_ascii_lowercase();
-        ends.iter()
-            .any(|end| lower.trim_end_matches('/').ends_with(end))
+        ends.iter().any(|end| path_ends_with(path, end))
     }
 
     /// Open the store at the URL `location`; an Icechunk repository there is opened as
@@ -101,7 +99,7 @@ mod remote {
             if is_parquet_name(url.path()) && !url.path().ends_with('/') {
                 url.set_path(&format!("{}/", url.path()));
             }
-            let store = connect::source(&url, cfg)?;
+            let store = RemoteStore::connect(&url, cfg)?;
             // An Icechunk repository is known by its `repo` object.
             let repository = store.head("repo").ok().flatten().is_some();
             let store = connect::adapted(Arc::new(store), cfg)?;
@@ -125,7 +123,7 @@ mod remote {
             .into_owned();
         url.set_path(&format!("{folder}/"));
         url.set_query(None);
-        let store = connect::source(&url, cfg)?;
+        let store = RemoteStore::connect(&url, cfg)?;
         let label = store.key_url(&name);
         let source = connect::adapted(Arc::new(store), cfg)?;
         if references {
