@@ -60,14 +60,17 @@ def expect(manifest_path: str, outdir: str) -> None:
     failures = 0
     for i, e in enumerate(entries):
         store = os.path.join(root, e["store"])
-        values = zarr.open_array(store, path=e["path"], mode="r")[...]
+        # zarr-python 3 does not read the 2020 draft layout: its values are its twin's.
+        draft = e["zarr_format"] == "draft"
+        values_store = os.path.join(root, e["twin"]) if draft else store
+        values = zarr.open_array(values_store, path=e["path"], mode="r")[...]
         np.save(os.path.join(outdir, f"{i}.npy"), values)
         ref_store = os.path.join(root, e["twin"] or e["store"])
         with rasterio.open(f'ZARR:"{ref_store}":/{e["path"]}') as d:
             gt = list(d.transform.to_gdal())
             wkt = d.crs.to_wkt() if d.crs else None
             nodata, scale, offset = d.nodata, d.scales[0], d.offsets[0]
-        if e["twin"] and e["georef"]:
+        if e["twin"] and e["georef"] and not draft:
             ds = xr.open_zarr(store, consolidated=False, decode_cf=False)
             da = ds[e["path"]]
             da = da.rio.set_spatial_dims(x_dim=da.dims[-1], y_dim=da.dims[-2])

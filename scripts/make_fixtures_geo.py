@@ -14,8 +14,11 @@ Writes OUTDIR/geo/ and OUTDIR/geo/manifest.json. The writers:
   lon-before-lat axes, a grid_mapping naming a missing variable;
 - netCDF4 (CF `grid_mapping` with `crs_wkt`, Lambert azimuthal equal area,
   EPSG:3035) converted to Zarr v2 and v3 by xarray (`cf_v2.zarr`, `cf_v3.zarr`);
-- GDAL's own Zarr writer (`gdal_translate -of Zarr`, Debian's GDAL) from a GeoTIFF
-  GDAL makes (rasterio's GDAL), in EPSG:32631 with nodata (`gdal_v2.zarr`).
+- GDAL's own Zarr writer (`gdal_translate -of Zarr`, Debian's GDAL) from GeoTIFFs
+  GDAL makes (rasterio's GDAL): EPSG:32631 with nodata 255 (`gdal_v2.zarr`), and
+  EPSG:3035 with nodata -9999 in Zarr v2 and in the 2020 draft layout, where the
+  nodata is only the fill value (`gdal_laea_v2.zarr`, `gdal_laea_draft.zarr`; the
+  draft's reference is its v2 twin, checked to give GDAL 3.6 the same nodata).
 
 The manifest lists every array a view is checked for: its store, path, Zarr format,
 whether it must be georeferenced, the v2 twin whose GDAL read is the reference for
@@ -132,22 +135,65 @@ def cf_netcdf(path: str) -> None:
         v[:] = data
 
 
-def gdal_store(outdir: str) -> str:
+def gdal_stores(outdir: str) -> list[tuple[str, str, int]]:
+    """GDAL's own Zarr writer (Debian's `gdal_translate`): a uint8 EPSG:32631 raster with
+    nodata 255 to Zarr v2, and a float32 EPSG:3035 (LAEA) raster with nodata -9999 to Zarr
+    v2 and to the 2020 draft layout (`-co FORMAT=ZARR_V3` in GDAL 3.6), where GDAL keeps
+    the nodata only as the fill value. Each store holds one array named as the store; the
+    draft store's nodata, as GDAL 3.6 reads it, must be its v2 twin's (rasterio's GDAL,
+    the reference, no longer reads the draft layout). Returns (store, array, Zarr format or "draft")."""
     import rasterio
     from rasterio.transform import from_origin
 
-    tif = os.path.join(outdir, "gdal_source.tif")
-    data = (np.arange(30 * 50) % 251).astype("uint8").reshape(30, 50)
-    data[0, :5] = 255
-    with rasterio.open(
-        tif, "w", driver="GTiff", width=50, height=30, count=1, dtype="uint8",
-        crs="EPSG:32631", transform=from_origin(440000.0, 5000000.0, 20.0, 20.0), nodata=255,
-    ) as dst:
-        dst.write(data, 1)
-    store = os.path.join(outdir, "gdal_v2.zarr")
-    subprocess.run(["gdal_translate", "-q", "-of", "Zarr", tif, store], check=True)
-    os.remove(tif)
-    return store
+    utm = (np.arange(30 * 50) % 251).astype("uint8").reshape(30, 50)
+    utm[0, :5] = 255
+    laea = (np.arange(20 * 30, dtype="float32").reshape(20, 30) * 0.5) - 40.0
+    laea[2, 3:9] = -9999.0
+    sources = [
+        ("gdal_v2", utm, "EPSG:32631", from_origin(440000.0, 5000000.0, 20.0, 20.0), 255,
+         ["ZARR_V2"]),
+        ("gdal_laea", laea, "EPSG:3035", from_origin(4321000.0, 3210000.0, 1000.0, 1000.0),
+         -9999.0, ["ZARR_V2", "ZARR_V3"]),
+    ]
+    out = []
+    os.makedirs(os.path.join(outdir, "tmp"))
+    for name, data, crs, transform, nodata, formats in sources:
+        tif = os.path.join(outdir, f"{name}_source.tif")
+        with rasterio.open(
+            tif, "w", driver="GTiff", width=data.shape[1], height=data.shape[0], count=1,
+            dtype=data.dtype.name, crs=crs, transform=transform, nodata=nodata,
+        ) as dst:
+            dst.write(data, 1)
+        for fmt in formats:
+            # GDAL names the array after the store's folder: write as NAME.zarr, then
+            # move it to the store's name (both layouts then hold array NAME).
+            store = name if name == "gdal_v2" else (
+                f"{name}_v2" if fmt == "ZARR_V2" else f"{name}_draft")
+            written = os.path.join(outdir, "tmp", name + ".zarr")
+            subprocess.run(["gdal_translate", "-q", "-of", "Zarr", "-co", f"FORMAT={fmt}", tif,
+                            written], check=True)
+            path = os.path.join(outdir, store + ".zarr")
+            shutil.move(written, path)
+            if fmt == "ZARR_V3":
+                arrays = [a.removesuffix(".array.json")
+                          for a in os.listdir(os.path.join(path, "meta", "root"))
+                          if a.endswith(".array.json")]
+            else:
+                arrays = [d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))]
+            if sorted(a for a in arrays if a not in ("X", "Y")) != [name]:
+                raise SystemExit(f"gdal_translate wrote {arrays} into {store}, expected {name} "
+                                 "with X and Y")
+            if fmt == "ZARR_V3":
+                info = json.loads(subprocess.run(
+                    ["gdalinfo", "-json", f'ZARR:"{path}":/{name}'], check=True,
+                    capture_output=True, text=True).stdout)
+                got = info["bands"][0].get("noDataValue")
+                if got != nodata:
+                    raise SystemExit(f"GDAL reads nodata {got} from {store}, expected {nodata}")
+            out.append((store + ".zarr", name, 2 if fmt == "ZARR_V2" else "draft"))
+        os.remove(tif)
+    os.rmdir(os.path.join(outdir, "tmp"))
+    return out
 
 
 def main() -> None:
@@ -185,13 +231,9 @@ def main() -> None:
             add(store, "precip", fmt, True, twin=None if fmt == 2 else "cf_v2.zarr")
     os.remove(nc)
 
-    store = gdal_store(outdir)
-    arrays = [d for d in os.listdir(store) if os.path.isdir(os.path.join(store, d))]
-    name = os.path.basename(store)[: -len(".zarr")]
-    main_array = [a for a in arrays if a not in ("X", "Y")]
-    if main_array != [name]:
-        raise SystemExit(f"gdal_translate wrote {arrays}, expected {name} with X and Y")
-    add("gdal_v2.zarr", name, 2, True)
+    for store, name, fmt in gdal_stores(outdir):
+        twin = store.replace("_draft", "_v2") if fmt == "draft" else None
+        add(store, name, fmt, True, twin=twin)
 
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump({"arrays": entries}, f, indent=1)

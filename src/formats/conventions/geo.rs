@@ -9,8 +9,8 @@
 //!   `proj:wkt2` attributes, or, with none of them, `lat`/`lon` dimension names
 //!   (EPSG:4326);
 //! - the band: nodata from `_FillValue` (xarray writes it for v3 arrays as base64 of the
-//!   little-endian value), else, for a georeferenced array, a v2 fill value that is not
-//!   `null` or a v3 fill value that is NaN (v3 has no "no fill value", and zarr-python's
+//!   little-endian value), else, for a georeferenced array, a v2 or 2020-draft fill value
+//!   that is not `null` (as GDAL's Zarr driver reads both) or a v3 fill value that is NaN (v3 has no "no fill value", and zarr-python's
 //!   default 0 is no nodata); CF `scale_factor` / `add_offset`.
 //!
 //! Absent, contradictory or irregular conventions leave the array without a georeference
@@ -363,7 +363,9 @@ fn fill_attribute(attrs: &Map<String, Value>, meta: &ArrayMetadata) -> Option<f6
     }
 }
 
-/// The array's fill value as nodata: a v2 one that is not `null`, a v3 one that is NaN.
+/// The array's fill value as nodata, as GDAL's Zarr driver takes it: a v2 or 2020-draft one
+/// that is not `null` (GDAL 3.6 writes a draft array's nodata only as its fill value), a
+/// v3 one that is NaN.
 fn fill_value(meta: &ArrayMetadata) -> Option<f64> {
     if meta.fill_json.is_null() {
         return None;
@@ -372,7 +374,7 @@ fn fill_value(meta: &ArrayMetadata) -> Option<f64> {
         FillValue::Fixed(bytes) => real(&meta.dtype, false)?.read_f64(bytes),
         FillValue::Var(_) => return None,
     };
-    (matches!(meta.format, Format::V2) || value.is_nan()).then_some(value)
+    (matches!(meta.format, Format::V2 | Format::Draft) || value.is_nan()).then_some(value)
 }
 
 #[cfg(test)]
