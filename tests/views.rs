@@ -586,3 +586,48 @@ fn xattr_views(file: &Path) -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim_end().to_string())
 }
+
+/// User text that XML 1.0 cannot hold (C0 control characters in a CRS's WKT, OME channel
+/// labels and an image name, and in an array's name) still makes well-formed VRT and
+/// OME-XML: expat parses them, the text reads with each such character replaced by U+FFFD
+/// (tab, newline and carriage return kept), GDAL opens the VRT, and an array whose name a
+/// VRT cannot hold has no `.vrt` (`scripts/check_xml_text.py`).
+#[test]
+fn xml_views_of_control_characters_are_well_formed() {
+    let tmp = TempDir::new("xml-text");
+    let script = repo().join("scripts/check_xml_text.py");
+    let made = Command::new(zarr_python())
+        .arg(&script)
+        .arg("make")
+        .arg(tmp.path())
+        .output()
+        .expect("run check_xml_text.py make");
+    assert!(
+        made.status.success(),
+        "check_xml_text.py make: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let expected = common::last_json(&String::from_utf8_lossy(&made.stdout));
+    let store = PathBuf::from(expected["store"].as_str().expect("store"));
+    let expected_file = tmp.path().join("expected.json");
+    std::fs::write(&expected_file, expected.to_string()).expect("write expected.json");
+    let mount = Mount::new(&store, &["--views", "all"]);
+    let checked = Command::new(views_python())
+        .arg(&script)
+        .arg("check")
+        .arg(&mount.mountpoint)
+        .arg(&expected_file)
+        .output()
+        .expect("run check_xml_text.py check");
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        checked.status.success(),
+        "check_xml_text.py check: {stdout}\n{}\ndaemon log: {}",
+        String::from_utf8_lossy(&checked.stderr),
+        common::tail(&mount.log(), 3000)
+    );
+    assert_eq!(
+        common::last_json(&stdout)["failures"],
+        serde_json::json!([])
+    );
+}

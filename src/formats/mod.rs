@@ -258,12 +258,32 @@ fn log_once(line: String) {
     }
 }
 
-/// Text for a double-quoted XML attribute or element (VRT, OME-XML).
+/// Text for a double-quoted XML attribute or element (VRT, OME-XML). XML 1.0 cannot hold
+/// C0 control characters other than tab, newline and carriage return, nor U+FFFE and
+/// U+FFFF, even as character references: each becomes U+FFFD, the replacement character.
+/// Tab, newline and carriage return are written as references so that an attribute keeps
+/// them (a parser turns them into spaces otherwise).
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\t' => out.push_str("&#9;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            c if !xml_char(c) => out.push(char::REPLACEMENT_CHARACTER),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether XML 1.0 can hold `c` (its `Char` production; Rust's `char` has no surrogates).
+fn xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
 /// Fail for an array with no elements: image formats need every size at least 1.
@@ -303,6 +323,19 @@ mod tests {
         assert!("npy,jpeg".parse::<FormatSet>().is_err());
         assert!("".parse::<FormatSet>().is_err());
         assert_eq!(FormatSet::default().to_string(), "raw");
+    }
+
+    #[test]
+    fn xml_text_holds_only_what_xml_1_0_allows() {
+        assert_eq!(xml_escape("a<b>&\"c\""), "a&lt;b&gt;&amp;&quot;c&quot;");
+        assert_eq!(xml_escape("t\tn\nr\r"), "t&#9;n&#10;r&#13;");
+        assert_eq!(
+            xml_escape("bell\u{7}nul\u{0}esc\u{1b}\u{FFFE}\u{FFFF}"),
+            "bell\u{FFFD}nul\u{FFFD}esc\u{FFFD}\u{FFFD}\u{FFFD}"
+        );
+        // Everything else passes as it is: DEL and C1 controls are XML 1.0 characters.
+        let kept = "\u{7f}\u{85}é\u{D7FF}\u{E000}\u{FFFD}\u{10000}\u{10FFFF}";
+        assert_eq!(xml_escape(kept), kept);
     }
 
     #[test]

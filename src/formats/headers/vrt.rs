@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use crate::formats::conventions::geo::{self, Raster};
 use crate::formats::scalar::Scalar;
-use crate::formats::{non_empty, xml_escape, Absent, Built, Context, Format, MAX_PLANES};
+use crate::formats::{non_empty, xml_char, xml_escape, Absent, Built, Context, Format, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
 
@@ -103,6 +103,13 @@ pub fn header(
         return Err("sizes or offsets beyond GDAL's 32-bit range".into());
     }
     let order = if layout.big_endian { "MSB" } else { "LSB" };
+    // A name XML cannot hold cannot be named by the VRT (a replaced character would name
+    // another file).
+    if !data_file.chars().all(xml_char) {
+        return Err(format!(
+            "the data file's name {data_file:?} has characters XML 1.0 cannot hold"
+        ));
+    }
     let file = xml_escape(data_file);
     let mut text = format!("<VRTDataset rasterXSize=\"{cols}\" rasterYSize=\"{rows}\">\n");
     if let Some(g) = &raster.georef {
