@@ -825,3 +825,45 @@ fn enormous_chunks_fail_cleanly() {
     assert_cat_matches(&m, &v2, "v2", "compressors/gzip");
     assert_cat_matches(&m, &v3, "v3", "codecs/gzip_9");
 }
+
+/// `--ref` with `--snapshot` is refused as the command line is parsed (clap's usage error,
+/// exit status 2), in every command that takes a store and in mount(8)'s `-o` form,
+/// before the store is opened: the store named here does not exist, and a refusal from
+/// opening it would name it.
+#[test]
+fn ref_with_snapshot_is_refused_when_the_arguments_are_parsed() {
+    let tmp = TempDir::new("ref-snapshot");
+    let store = tmp.path().join("no-such-repository");
+    let mountpoint = tmp.path().join("mnt");
+    std::fs::create_dir(&mountpoint).expect("make the mountpoint");
+    let (s, m) = (store.to_string_lossy(), mountpoint.to_string_lossy());
+    let snapshot = "ABCDEFGHJKMNPQRSTVWX";
+    let forms: Vec<Vec<&str>> = vec![
+        vec!["mount", "--ref", "main", "--snapshot", snapshot, &s, &m],
+        vec![&s, &m, "-o", "ref=main,snapshot=ABCDEFGHJKMNPQRSTVWX"],
+        vec![
+            &s,
+            &m,
+            "-o",
+            "ref=main",
+            "-o",
+            "snapshot=ABCDEFGHJKMNPQRSTVWX",
+        ],
+        vec!["cat", "--ref", "main", "--snapshot", snapshot, &s, "a"],
+        vec!["inspect", "--snapshot", snapshot, "--ref", "v1", &s],
+        vec!["ls", "--ref", "main", "--snapshot", snapshot, &s],
+    ];
+    for args in forms {
+        let run = zarrfs(&args);
+        assert_eq!(run.code(), Some(2), "{args:?}: a usage error: {run}");
+        assert!(
+            run.stderr.contains("--ref") && run.stderr.contains("cannot be used with"),
+            "{args:?}: stderr should say --ref cannot be used with --snapshot: {run}"
+        );
+        assert!(
+            !run.stderr.contains("no-such-repository"),
+            "{args:?}: refused before the store is opened: {run}"
+        );
+    }
+    assert!(!common::mount::mounted(&mountpoint), "nothing is mounted");
+}
