@@ -175,20 +175,30 @@ impl UnitCache {
 
     /// Run a claimed background load of `key` (about `size` bytes decoded), unless the
     /// unit was served whole since it was claimed (a reader got there first), is
-    /// present, or would need room that units in use hold.
+    /// present, is being loaded by a reader, or would need room that units in use hold.
+    /// The checks and the load's registration happen under one lock, so a reader that
+    /// decodes and serves the unit meanwhile either left its served record first or
+    /// finds this load to wait for: a unit is never decoded twice for one read.
     pub fn prefetch(&self, key: &UnitKey, size: usize, load: impl FnOnce() -> Result<UnitData>) {
-        {
+        let pending = {
+            let mut loading = self.loading.lock();
             let mut inner = self.inner.lock();
             inner.queued.remove(key);
-            if inner.served.pop(key).is_some() || inner.lru.contains(key) {
+            if inner.served.pop(key).is_some()
+                || inner.lru.contains(key)
+                || loading.contains_key(key)
+            {
                 return;
             }
             if !Self::make_room(&mut inner, self.budget, size) {
                 return;
             }
-        }
+            let pending = Arc::new(Pending::default());
+            loading.insert(key.clone(), pending.clone());
+            pending
+        };
         // Errors surface when a reader asks for the unit.
-        let _ = self.get_or_load(key, load);
+        let _ = self.lead(key, &pending, load);
     }
 
     /// The unit at `key`, loading it with `load` on a miss (once, however many ask).
@@ -202,6 +212,11 @@ impl UnitCache {
         }
         let (pending, leader) = {
             let mut loading = self.loading.lock();
+            // A load that ended since the look above left its unit in the cache before
+            // leaving `loading`: look again under the lock, or that unit is decoded twice.
+            if let Some(hit) = self.peek(key) {
+                return Ok(hit);
+            }
             match loading.get(key) {
                 Some(p) => (p.clone(), false),
                 None => {
@@ -223,11 +238,22 @@ impl UnitCache {
             // The leader failed: report our own error.
             return load().map(Arc::new);
         }
+        self.lead(key, &pending, load)
+    }
+
+    /// Load `key` as the leader registered with `pending` in `loading`: cache the unit,
+    /// then release the waiters.
+    fn lead(
+        &self,
+        key: &UnitKey,
+        pending: &Pending,
+        load: impl FnOnce() -> Result<UnitData>,
+    ) -> Result<Arc<UnitData>> {
         // Waiters are released however the load ends, a panic included.
         let mut leader = Leader {
             cache: self,
             key,
-            pending: &pending,
+            pending,
             unit: None,
         };
         let result = load().map(Arc::new);
@@ -395,5 +421,33 @@ mod tests {
         cache.prefetch(&key, 100, || Ok(UnitData::Fixed(vec![2; 100])));
         assert!(cache.peek(&key).is_some());
         assert_eq!(cache.used(), 300);
+    }
+
+    /// A reader and a queued prefetch of the same unit race: whoever comes second never
+    /// decodes the unit again, however their steps interleave (the reader decodes and
+    /// serves it whole, dropping it; the prefetch must then find it served or loading).
+    #[test]
+    fn a_prefetch_racing_a_reader_never_decodes_a_served_unit_again() {
+        let cache = Arc::new(UnitCache::new(1 << 20));
+        let decodes = Arc::new(AtomicUsize::new(0));
+        let rounds = 20_000u64;
+        for round in 0..rounds {
+            let key = (6, 0, vec![round]);
+            assert!(cache.claim_prefetch(&key));
+            let load = |decodes: &AtomicUsize| {
+                decodes.fetch_add(1, Ordering::SeqCst);
+                Ok(UnitData::Fixed(vec![1; 64]))
+            };
+            let prefetch = {
+                let (cache, decodes, key) = (cache.clone(), decodes.clone(), key.clone());
+                std::thread::spawn(move || cache.prefetch(&key, 64, || load(&decodes)))
+            };
+            let unit = cache.get_or_load(&key, || load(&decodes)).unwrap();
+            cache.served(&key, unit.mem_size());
+            prefetch.join().unwrap();
+            // A prefetch that lost the race may leave the unit cached; it is not read.
+            cache.served(&key, unit.mem_size());
+        }
+        assert_eq!(decodes.load(Ordering::SeqCst), rounds as usize, "decodes");
     }
 }
