@@ -144,6 +144,7 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
     pub fn forget(&self, ino: u64, nlookup: u64) {
         if self.fs.forget(ino, nlookup) {
             self.copies.forget(ino);
+            self.io.forget(ino);
         }
     }
 }
@@ -159,7 +160,7 @@ mod tests {
     /// What a read through `s` answers.
     fn read(s: &Arc<Serving<()>>, ino: u64, fh: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
         let (tx, rx) = mpsc::channel();
-        s.read(ino, fh, offset, size, move |r| {
+        s.read(ino, fh, offset, size, true, move |r| {
             let _ = tx.send(r.map(<[u8]>::to_vec));
         });
         rx.recv().expect("every read is answered")
