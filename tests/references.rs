@@ -770,7 +770,10 @@ struct TwoChunks {
 /// base64 unless it is bad.
 fn bad_chunk_set(dir: &Path, arrays: &[TwoChunks]) -> PathBuf {
     let mut refs = serde_json::Map::new();
-    refs.insert(".zgroup".into(), json!(json!({"zarr_format": 2}).to_string()));
+    refs.insert(
+        ".zgroup".into(),
+        json!(json!({"zarr_format": 2}).to_string()),
+    );
     for a in arrays {
         let zarray = json!({
             "zarr_format": 2, "shape": [2 * a.chunk], "chunks": [a.chunk], "dtype": "<i4",
@@ -913,7 +916,11 @@ fn a_bad_chunk_fails_only_reads_of_its_own_bytes_in_every_io_mode() {
                 ))
             );
             let (at, error) = failed.unwrap_or_else(|| panic!("{}", what(&span)));
-            assert_eq!((at, error.raw_os_error()), (good, Some(libc::EIO)), "{span}");
+            assert_eq!(
+                (at, error.raw_os_error()),
+                (good, Some(libc::EIO)),
+                "{span}"
+            );
         }
         // The bad chunk's own bytes fail, wherever a read of them starts.
         let file = std::fs::File::open(&path).expect("open");

@@ -178,7 +178,8 @@ impl Content {
                         Now::Later => None,
                     })
                 };
-                Ok(match fill_pieces(pieces, *size, offset, buf, read).map_err(Error::from)? {
+                let filled = fill_pieces(pieces, *size, offset, buf, read).map_err(Error::from)?;
+                Ok(match filled {
                     Some(n) => Now::Copied(n),
                     None => Now::Later,
                 })

@@ -202,7 +202,10 @@ mod tests {
         let eio = |r: Result<Vec<u8>>| r.map_err(|e| e.errno());
         // Into the page cache a short answer would be taken for the end of the file.
         assert_eq!(eio(read_as(&s, a, fh, 0, 20, false)), Err(libc::EIO));
-        assert_eq!(eio(read_as(&s, a, fh, 2, 20, true)), Ok(data[2..8].to_vec()));
+        assert_eq!(
+            eio(read_as(&s, a, fh, 2, 20, true)),
+            Ok(data[2..8].to_vec())
+        );
         assert_eq!(eio(read(&s, a, fh, 8, 4)), Err(libc::EIO), "the bad bytes");
         assert_eq!(eio(read(&s, a, fh, 16, 20)), Ok(data[16..].to_vec()));
         s.release(a, fh);

@@ -111,7 +111,9 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
                         if direct && read > 0 {
                             // The reader's next read starts in the bad bytes and fails
                             // (and is logged) there.
-                            log::debug!("read of inode {ino}: {read} bytes at {offset}, then {error}");
+                            log::debug!(
+                                "read of inode {ino}: {read} bytes at {offset}, then {error}"
+                            );
                             me.served(ino, fh, offset, &buf[..read]);
                             answer(Ok(&buf[..read]))
                         } else {
