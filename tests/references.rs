@@ -1,14 +1,19 @@
 //! Kerchunk reference sets as stores, end to end: the sets kerchunk and VirtualiZarr wrote
 //! for NetCDF-4 and HDF5 files (scripts/make_fixtures_refs.py: version 0 and 1, templates,
 //! gzip, MultiZarrToZarr over a time series) through `zarrfs cat` in C and F order and
-//! through a mount, against the source files read by netCDF4, h5py and xarray; and
-//! hostile reference sets, written here from a good one, each failing alone.
+//! through a mount, against the source files read by netCDF4, h5py and xarray; hostile
+//! reference sets, written here from a good one, each failing alone; and a set written
+//! here whose arrays each have one bad chunk, which fails only reads of its own bytes.
 
 mod common;
 
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use common::mount::Mount;
+use base64::Engine;
+use common::mount::{test_python, Mount};
 use common::servers::{nginx, s3s_fs, Proxy};
 use common::{assert_no_failures, manifest_at, sha256, try_cat, TempDir};
 use serde_json::{json, Value};
@@ -740,4 +745,226 @@ fn a_reference_file_rewritten_while_mounted_is_followed_and_files_opened_before_
         "a file opened before the rewrite"
     );
     assert!(mount.log().contains("read again"), "{}", mount.log());
+}
+
+/// Element `i` of the int32 array salted `salt` of [`bad_chunk_set`], little-endian.
+fn element(salt: u32, i: u64) -> [u8; 4] {
+    ((i as u32).wrapping_mul(2_654_435_761) ^ salt).to_le_bytes()
+}
+
+/// The first `n` elements of the array salted `salt`.
+fn elements(salt: u32, n: u64) -> Vec<u8> {
+    (0..n).flat_map(|i| element(salt, i)).collect()
+}
+
+/// One array of the set [`bad_chunk_set`] writes: two chunks of `chunk` int32 elements
+/// (stored raw, no compressor), the second one unreadable as `bad` says (`None`: readable).
+struct TwoChunks {
+    name: &'static str,
+    salt: u32,
+    chunk: u64,
+    bad: Option<Value>,
+}
+
+/// A kerchunk reference set at `dir/set.json` with `arrays`, each chunk's bytes inline in
+/// base64 unless it is bad.
+fn bad_chunk_set(dir: &Path, arrays: &[TwoChunks]) -> PathBuf {
+    let mut refs = serde_json::Map::new();
+    refs.insert(
+        ".zgroup".into(),
+        json!(json!({"zarr_format": 2}).to_string()),
+    );
+    for a in arrays {
+        let zarray = json!({
+            "zarr_format": 2, "shape": [2 * a.chunk], "chunks": [a.chunk], "dtype": "<i4",
+            "compressor": null, "filters": null, "fill_value": 0, "order": "C"
+        });
+        refs.insert(format!("{}/.zarray", a.name), json!(zarray.to_string()));
+        let all = elements(a.salt, 2 * a.chunk);
+        let (first, second) = all.split_at(all.len() / 2);
+        let inline = |b: &[u8]| {
+            json!(format!(
+                "base64:{}",
+                base64::engine::general_purpose::STANDARD.encode(b)
+            ))
+        };
+        refs.insert(format!("{}/0", a.name), inline(first));
+        let second = a.bad.clone().unwrap_or_else(|| inline(second));
+        refs.insert(format!("{}/1", a.name), second);
+    }
+    let path = dir.join("set.json");
+    let doc = json!({"version": 1, "refs": refs});
+    std::fs::write(&path, doc.to_string()).expect("write the reference set");
+    path
+}
+
+/// pread from `offset` on in requests of `len` bytes until one fails or the file ends:
+/// the bytes read, and the offset and error of the request that failed.
+fn read_until_error(
+    file: &std::fs::File,
+    offset: u64,
+    len: usize,
+) -> (Vec<u8>, Option<(u64, std::io::Error)>) {
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; len];
+    loop {
+        let at = offset + got.len() as u64;
+        match file.read_at(&mut buf, at) {
+            Ok(0) => return (got, None),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => return (got, Some((at, e))),
+        }
+    }
+}
+
+/// Bytes `[from, to)` of `file` read through `mmap` (by Python), or how it died.
+fn mmap_read(file: &Path, from: u64, to: u64) -> Result<Vec<u8>, std::process::ExitStatus> {
+    let script = format!(
+        "import mmap, os, sys\n\
+         fd = os.open({file:?}, os.O_RDONLY)\n\
+         m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)\n\
+         sys.stdout.buffer.write(m[{from}:{to}])\n",
+        file = file.to_string_lossy()
+    );
+    let out = Command::new(test_python())
+        .args(["-c", &script])
+        .output()
+        .expect("run python");
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(out.status)
+    }
+}
+
+#[test]
+fn a_bad_chunk_fails_only_reads_of_its_own_bytes_in_every_io_mode() {
+    let tmp = TempDir::new("refs-bad-chunk");
+    let set_dir = tmp.path().join("set");
+    std::fs::create_dir(&set_dir).expect("mkdir");
+    // Outside the set's folder: a target the set may not read.
+    let outside = tmp.path().join("outside.bin");
+    std::fs::write(&outside, vec![0u8; 4 << 20]).expect("write");
+    let arrays = [
+        // A first chunk of 4000 bytes: the page that holds its end holds bad bytes too.
+        TwoChunks {
+            name: "small",
+            salt: 0x5eed,
+            chunk: 1000,
+            bad: Some(json!("base64:@@not base64@@")),
+        },
+        // A first chunk of 1.2 MB, longer than a request and not a whole number of
+        // pages: kernel readahead windows span both chunks.
+        TwoChunks {
+            name: "large",
+            salt: 0xbad,
+            chunk: 300_000,
+            bad: Some(json!([outside.to_string_lossy(), 0, 1_200_000])),
+        },
+        TwoChunks {
+            name: "good",
+            salt: 0x600d,
+            chunk: 1000,
+            bad: None,
+        },
+    ];
+    let set = bad_chunk_set(&set_dir, &arrays);
+    let mount = Mount::new(&set, &[]);
+    let page = 4096u64;
+    for a in arrays.iter().filter(|a| a.bad.is_some()) {
+        let path = mount.path(a.name);
+        let good = 4 * a.chunk;
+        let size = 2 * good;
+        let want = elements(a.salt, a.chunk);
+        let what = |s: &str| format!("{} ({}): {s}", a.name, mount.log());
+        // An open made before the failure is known (through the page cache, unless the
+        // mount or its io decision is direct).
+        let before = std::fs::File::open(&path).expect("open");
+        let eio = |r: std::io::Result<usize>| r.map_err(|e| e.raw_os_error());
+        let mut buf = vec![0u8; 16];
+        let failed = eio(std::fs::File::open(&path)
+            .expect("open")
+            .read_at(&mut buf, good));
+        assert_eq!(failed, Err(Some(libc::EIO)), "{}", what("the bad chunk"));
+        // New opens: every good byte reads exactly, whatever the reads span, up to the
+        // first bad byte, where the next read fails with EIO.
+        let spans = [
+            (0, page as usize),
+            (0, 1 << 20),
+            (0, (size + page) as usize),
+            (good - 100, 200),
+            (good - 4, page as usize),
+            (good / page * page, page as usize),
+            ((good / page * page).saturating_sub(page), 3 * page as usize),
+            (good.saturating_sub(3 << 20), 1 << 20),
+            (1, 4095),
+        ];
+        for (offset, len) in spans {
+            let file = std::fs::File::open(&path).expect("open");
+            let (got, failed) = read_until_error(&file, offset, len);
+            let span = format!("{len} bytes a request from {offset}");
+            assert!(
+                got == want[offset as usize..],
+                "{}",
+                what(&format!(
+                    "{span}: {} bytes read, {} good ones from there, first difference at {:?}",
+                    got.len(),
+                    good - offset,
+                    got.iter()
+                        .zip(&want[offset as usize..])
+                        .position(|(x, y)| x != y)
+                ))
+            );
+            let (at, error) = failed.unwrap_or_else(|| panic!("{}", what(&span)));
+            assert_eq!(
+                (at, error.raw_os_error()),
+                (good, Some(libc::EIO)),
+                "{span}"
+            );
+        }
+        // The bad chunk's own bytes fail, wherever a read of them starts.
+        let file = std::fs::File::open(&path).expect("open");
+        for (offset, len) in [(good, 1), (good + 1, page), (size - 4, 4), (size - 8, page)] {
+            let mut buf = vec![0u8; len as usize];
+            let got = eio(file.read_at(&mut buf, offset));
+            assert_eq!(got, Err(Some(libc::EIO)), "{len} bytes at {offset}");
+        }
+        // The file keeps its size: no read was taken for its end.
+        assert_eq!(file.metadata().expect("fstat").len(), size, "{}", a.name);
+        // mmap: every page before the one the bad chunk starts in reads, and touching a
+        // bad byte is SIGBUS, never a zero.
+        let whole_pages = good / page * page;
+        let mapped = mmap_read(&path, 0, whole_pages);
+        assert!(
+            mapped.as_deref() == Ok(&want[..whole_pages as usize]),
+            "{}",
+            what("mmap of the good pages")
+        );
+        let touched = mmap_read(&path, good, good + 1);
+        assert_eq!(
+            touched.map_err(|s| s.signal()),
+            Err(Some(libc::SIGBUS)),
+            "{}",
+            what("mmap of a bad byte")
+        );
+        // The open made before: every page wholly before the bad chunk reads, through
+        // the page cache too (which reads a failed readahead's pages one by one).
+        let (got, _) = read_until_error(&before, 0, 64 << 10);
+        assert!(
+            got.len() as u64 >= whole_pages && got == want[..got.len()],
+            "{}",
+            what(&format!(
+                "the open made before the failure read {} bytes",
+                got.len()
+            ))
+        );
+    }
+    // The daemon keeps serving the other file, and logged each bad chunk's key.
+    let good = &arrays[2];
+    let bytes = std::fs::read(mount.path(good.name)).expect("the good array reads");
+    assert!(bytes == elements(good.salt, 2 * good.chunk), "good");
+    let log = mount.log();
+    for key in ["small/1", "large/1"] {
+        assert!(log.contains(key), "the log names {key}: {log}");
+    }
 }

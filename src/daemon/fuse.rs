@@ -184,9 +184,12 @@ impl Filesystem for FuseAdapter {
                 let _ = config.set_max_stack_depth(1);
             }
         }
-        if self.serving.io_mode() != IoMode::Cache {
-            // mmap of a direct-IO file goes through the page cache (kernel 6.6 and later).
-            if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+        // mmap of a direct-IO file goes through the page cache (kernel 6.6 and later).
+        // With `--io cache` too: a file a read of which failed is opened direct.
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+            if self.serving.io_mode() == IoMode::Cache {
+                log::info!("the kernel lacks {missing:?}; mmap of a file whose read failed fails");
+            } else {
                 log::warn!("direct IO: the kernel lacks {missing:?}; mmap of array files fails");
             }
         }
@@ -262,11 +265,16 @@ impl Filesystem for FuseAdapter {
         offset: u64,
         size: u32,
         _flags: OpenFlags,
-        _lock: Option<LockOwner>,
+        lock: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // The kernel sends the reader's lock owner with a direct-IO read (its answer goes
+        // to the reader as it is: a short one is a short read), never with a page-cache
+        // read (readahead, a page read for `read` or an `mmap` fault, where a short answer
+        // means the end of the file), also on a file opened direct.
+        let direct = lock.is_some();
         self.serving
-            .read(ino.0, fh.0, offset, size as usize, move |result| {
+            .read(ino.0, fh.0, offset, size as usize, direct, move |result| {
                 reply!(reply, "read", result, |bytes| reply.data(bytes))
             })
     }

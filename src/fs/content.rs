@@ -14,7 +14,7 @@ use crate::read::cache::UnitCache;
 use crate::read::prefetch::Prefetcher;
 use crate::read::readahead::Cursor;
 use crate::read::text::write_var_lines;
-use crate::read::view::{Layout, Now, Order, UnitSlice, View};
+use crate::read::view::{Layout, Now, Order, Partial, UnitSlice, View};
 use crate::{Error, Result};
 
 /// The largest text a variable-length array's file may be: it is held whole in memory.
@@ -114,8 +114,15 @@ impl Content {
         }
     }
 
-    /// Fill `buf` from `offset`; the bytes written (short or none at end of file).
-    pub fn read_into(&self, cursor: &Cursor, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    /// Fill `buf` from `offset`; the bytes written (short or none at end of file). A read
+    /// that runs into a unit that cannot be read fills the bytes before it (see
+    /// [`Partial`]).
+    pub fn read_into(
+        &self,
+        cursor: &Cursor,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> std::result::Result<usize, Partial> {
         match self {
             Content::Flat(view) => view.read_at(cursor, offset, buf),
             Content::Bytes(b) => Ok(copy_from(b, offset, buf)),
@@ -160,7 +167,7 @@ impl Content {
             Content::Bytes(b) => Ok(Now::Copied(copy_from(b, offset, buf))),
             Content::Pieces { pieces, size } => {
                 let read = |data: &Content, at, out: &mut [u8]| {
-                    Ok(match data.read_now(cursor, at, out)? {
+                    Ok::<_, Partial>(match data.read_now(cursor, at, out)? {
                         Now::InPlace(slice) => {
                             let bytes = slice.bytes();
                             let n = bytes.len().min(out.len());
@@ -171,7 +178,8 @@ impl Content {
                         Now::Later => None,
                     })
                 };
-                Ok(match fill_pieces(pieces, *size, offset, buf, read)? {
+                let filled = fill_pieces(pieces, *size, offset, buf, read).map_err(Error::from)?;
+                Ok(match filled {
                     Some(n) => Now::Copied(n),
                     None => Now::Later,
                 })
@@ -209,25 +217,33 @@ impl Content {
 
 /// Fill `buf` from `offset` of a file of `pieces` (`size` bytes), each array part read
 /// with `read(data, at, out)`; the bytes written (short at end of file), or `None` as
-/// soon as `read` gives `None`.
+/// soon as `read` gives `None`. A part that fails part way gives the bytes before it and
+/// its own good bytes (see [`Partial`]; a tiled part, none of its own).
 fn fill_pieces(
     pieces: &[Piece],
     size: u64,
     offset: u64,
     buf: &mut [u8],
-    mut read: impl FnMut(&Content, u64, &mut [u8]) -> Result<Option<usize>>,
-) -> Result<Option<usize>> {
+    mut read: impl FnMut(&Content, u64, &mut [u8]) -> std::result::Result<Option<usize>, Partial>,
+) -> std::result::Result<Option<usize>, Partial> {
     let mut done = 0;
     for (piece, within, room) in covering(pieces, size, offset, buf.len()) {
         let out = &mut buf[done..done + room];
+        let failed = |p: Partial| Partial {
+            read: done + p.read,
+            error: p.error,
+        };
         let n = match &piece.part {
             Part::Bytes(b) => copy_from(b, within, out),
-            Part::Range { data, offset, .. } => match read(data, offset + within, out)? {
-                Some(n) => n,
-                None => return Ok(None),
-            },
+            Part::Range { data, offset, .. } => {
+                match read(data, offset + within, out).map_err(failed)? {
+                    Some(n) => n,
+                    None => return Ok(None),
+                }
+            }
             Part::Tiles { data, grid } => {
-                match grid.fill(within, out, |at, o| read(data, at, o))? {
+                let tiles = grid.fill(within, out, |at, o| Ok(read(data, at, o)?));
+                match tiles.map_err(|e| failed(e.into()))? {
                     Some(n) => n,
                     None => return Ok(None),
                 }

@@ -24,7 +24,7 @@ use crate::read::cache::UnitCache;
 use crate::read::prefetch::Prefetcher;
 use crate::read::readahead::Cursor;
 use crate::read::view::Layout;
-pub use crate::read::view::{Now, UnitSlice};
+pub use crate::read::view::{Now, Partial, UnitSlice};
 use crate::{Error, Result};
 use content::{Content, Part};
 use handles::{Handle, Handles};
@@ -604,8 +604,14 @@ impl ZarrFs {
     }
 
     /// Fill `buf` from `offset` of open file `fh`; the bytes written (short or none at end
-    /// of file).
-    pub fn read_into(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    /// of file). A read that runs into a unit that cannot be read fills the bytes before
+    /// it (see [`Partial`]).
+    pub fn read_into(
+        &self,
+        fh: u64,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> std::result::Result<usize, Partial> {
         let h = self.handle(fh)?;
         h.content.read_into(&h.cursor, offset, buf)
     }

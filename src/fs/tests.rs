@@ -20,7 +20,7 @@ pub(super) fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, Za
 }
 
 /// The filesystem over the store at `dir`, with a 1 MiB cache and one prefetch thread.
-fn fs_over(dir: &std::path::Path, order: Order, big_endian: bool) -> ZarrFs {
+pub(super) fn fs_over(dir: &std::path::Path, order: Order, big_endian: bool) -> ZarrFs {
     fs_with_views(dir, order, big_endian, "raw")
 }
 
@@ -817,5 +817,67 @@ fn a_file_read_again_after_a_change_is_a_new_inode_and_the_old_keeps_its_bytes()
     assert_eq!(fs.read(fh2, 0, 16).unwrap(), [1, 2, 3, 4, 5]);
     fs.release(fh);
     fs.release(fh2);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_read_that_runs_into_an_unreadable_chunk_gives_the_bytes_before_its_first_one() {
+    let dir = std::env::temp_dir().join(format!("zarrfs-badchunk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // A 6 x 5 uint16 array of 2 x 2 chunks whose element (r, c) is 5r + c.
+    let doc = serde_json::json!({
+        "zarr_format": 3, "node_type": "array", "shape": [6, 5], "data_type": "uint16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+    });
+    let data: Vec<u8> = (0u16..30).flat_map(|v| v.to_le_bytes()).collect();
+    crate::hierarchy::demo::v3_array(&dir, "a", doc, &data).unwrap();
+    // Two chunks cut short: rows 2-3 of columns 0-1, and rows 0-1 of column 4.
+    let bad = [(1u64, 0u64), (0, 2)];
+    for (r, c) in bad {
+        std::fs::write(dir.join(format!("a/c/{r}/{c}")), [1u8, 2, 3]).unwrap();
+    }
+    for order in [Order::C, Order::F] {
+        let fs = fs_over(&dir, order, false);
+        let ino = fs.lookup(ROOT, "a").unwrap().ino;
+        let fh = fs.open(ino).unwrap();
+        // Element i of the file: its (row, column).
+        let at = |i: u64| match order {
+            Order::C => (i / 5, i % 5),
+            Order::F => (i % 6, i / 6),
+        };
+        let file: Vec<u8> = (0..30)
+            .flat_map(|i| {
+                let (r, c) = at(i);
+                (5 * r as u16 + c as u16).to_le_bytes()
+            })
+            .collect();
+        let unreadable = |byte: u64| {
+            let (r, c) = at(byte / 2);
+            bad.contains(&(r / 2, c / 2))
+        };
+        for offset in 0..60u64 {
+            for len in [1usize, 2, 3, 7, 20, 60] {
+                let end = (offset + len as u64).min(60);
+                let first_bad = (offset..end).find(|&b| unreadable(b));
+                let mut buf = vec![0u8; len];
+                let what = format!("{order:?}: {len} bytes at {offset}");
+                match (fs.read_into(fh, offset, &mut buf), first_bad) {
+                    (Ok(n), None) => {
+                        assert_eq!(n as u64, end - offset, "{what}");
+                        assert_eq!(&buf[..n], &file[offset as usize..end as usize], "{what}");
+                    }
+                    (Err(Partial { read, error }), Some(b)) => {
+                        assert_eq!(read as u64, b - offset, "{what}");
+                        assert_eq!(&buf[..read], &file[offset as usize..b as usize], "{what}");
+                        assert_eq!(error.errno(), libc::EIO, "{what}: {error}");
+                        assert!(error.to_string().contains("a/c/"), "{what}: {error}");
+                    }
+                    (got, want) => panic!("{what}: {got:?}, first bad byte {want:?}"),
+                }
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -96,6 +96,37 @@ pub enum Now {
     Later,
 }
 
+/// A read that ran into a unit that could not be read (a corrupt chunk, a failed fetch):
+/// its first `read` bytes, those before the first byte of such a unit in file order, are
+/// in the buffer; the rest failed with `error`. A read that starts in such a unit has
+/// `read` 0.
+#[derive(Debug)]
+pub struct Partial {
+    pub read: usize,
+    pub error: Error,
+}
+
+impl From<Error> for Partial {
+    /// A failure before any byte was read.
+    fn from(error: Error) -> Partial {
+        Partial { read: 0, error }
+    }
+}
+
+impl From<Partial> for Error {
+    /// The failure, whatever was read before it.
+    fn from(partial: Partial) -> Error {
+        partial.error
+    }
+}
+
+/// Where [`View::fill_elements`] stopped: file element `from` is the first of the range
+/// that lies in a unit which could not be read (every element before it was written).
+struct Unreadable {
+    from: u64,
+    error: Error,
+}
+
 /// Bytes of a cached unit, handed out in place.
 pub struct UnitSlice {
     chunk: Arc<UnitData>,
@@ -341,7 +372,8 @@ impl View {
                 .find(|(k, _)| k == key)
                 .map(|(_, chunk)| chunk.clone())
                 .ok_or_else(|| Error::Internal("a unit the read needs was not held".into()))
-        })?;
+        })
+        .map_err(|bad| bad.error)?;
         Ok(Now::Copied(len as usize))
     }
 
@@ -406,8 +438,15 @@ impl View {
         Ok(Some(UnitSlice { chunk, range }))
     }
 
-    /// Fill `buf` from file offset `offset`; returns the bytes written (short at EOF).
-    pub fn read_at(&self, cursor: &Cursor, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    /// Fill `buf` from file offset `offset`; returns the bytes written (short at EOF). A
+    /// read that runs into a unit that cannot be read still fills the bytes before it
+    /// (see [`Partial`]), so that a front may answer them.
+    pub fn read_at(
+        &self,
+        cursor: &Cursor,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> std::result::Result<usize, Partial> {
         let size = self.size();
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -416,20 +455,32 @@ impl View {
         self.plan(cursor, offset, len as u64, false);
         let item = self.loader.item as u64;
         let (first, last) = (offset / item, (offset + len as u64).div_ceil(item));
+        // The bytes of the read before element `from`.
+        let before = |from: u64| (from * item).saturating_sub(offset).min(len as u64) as usize;
+        let partial = |bad: Unreadable| Partial {
+            read: before(bad.from),
+            error: bad.error,
+        };
         if offset == first * item && offset + len as u64 == last * item {
             self.fill_elements(first, last, &mut buf[..len], false, |key, idx| {
                 self.load_unit(key, idx)
-            })?;
+            })
+            .map_err(partial)?;
         } else {
             // A request that splits elements: whole elements first, then the part asked.
             // A split element counts as served by the read holding its first byte.
             let mut whole = vec![0u8; ((last - first) * item) as usize];
             let split = offset != first * item;
-            self.fill_elements(first, last, &mut whole, split, |key, idx| {
+            let filled = self.fill_elements(first, last, &mut whole, split, |key, idx| {
                 self.load_unit(key, idx)
-            })?;
+            });
+            let good = match &filled {
+                Ok(()) => len,
+                Err(bad) => before(bad.from),
+            };
             let skip = (offset - first * item) as usize;
-            buf[..len].copy_from_slice(&whole[skip..skip + len]);
+            buf[..good].copy_from_slice(&whole[skip..skip + good]);
+            filled.map_err(partial)?;
         }
         Ok(len)
     }
@@ -442,7 +493,8 @@ impl View {
     /// Write file elements `[first, last)` into `dst`: the range splits into boxes, each
     /// box into the units it crosses, and each piece is one strided box copy. Each piece
     /// is reported to the cache as served, except element `first` when `first_not_served`.
-    /// `get_unit(key, idx)` gives each unit.
+    /// `get_unit(key, idx)` gives each unit. When a unit cannot be had, every element
+    /// before the first one of the range it holds is still written (see [`Unreadable`]).
     fn fill_elements(
         &self,
         first: u64,
@@ -450,22 +502,36 @@ impl View {
         dst: &mut [u8],
         first_not_served: bool,
         mut get_unit: impl FnMut(&UnitKey, &[u64]) -> Result<Arc<UnitData>>,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), Unreadable> {
         let loader = &self.loader;
         // Everything below is in file-axis order, where units and the file are both C order.
         let (shape_f, unit_f) = self.geometry.file_axes_shapes();
         let mut unserved = if first_not_served { loader.item } else { 0 };
-        self.geometry.boxes(first, last, |lo, hi, u| {
+        let mut bad: Option<Unreadable> = None;
+        let walked = self.geometry.boxes(first, last, |lo, hi, u| {
+            // The part of the box inside unit `u`.
+            let start: Vec<u64> = (0..u.len()).map(|k| lo[k].max(u[k] * unit_f[k])).collect();
+            // Each box is a run of consecutive file elements, so a piece's first element
+            // in file order is its corner. Pieces from an unreadable unit's first element
+            // on lie past what the read can give: they are skipped (boxes come in file
+            // order, and a box's pieces by their first element, so that is all of them).
+            let at = start.iter().zip(shape_f).fold(0, |at, (s, n)| at * n + s);
+            if bad.as_ref().is_some_and(|bad| at >= bad.from) {
+                return Ok(true);
+            }
             let idx = self.geometry.unit_index(u);
             let key = loader.key(&idx);
-            let chunk = get_unit(&key, &idx)?;
-            loader.check(&chunk)?;
+            let chunk = match get_unit(&key, &idx).and_then(|c| loader.check(&c).map(|()| c)) {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    bad = Some(Unreadable { from: at, error });
+                    return Ok(true);
+                }
+            };
             let src = match chunk.as_ref() {
                 UnitData::Fixed(src) => Some(src),
                 _ => None,
             };
-            // The part of the box inside unit `u`.
-            let start: Vec<u64> = (0..u.len()).map(|k| lo[k].max(u[k] * unit_f[k])).collect();
             let end: Vec<u64> = (0..u.len())
                 .map(|k| hi[k].min((u[k] + 1) * unit_f[k]))
                 .collect();
@@ -489,6 +555,11 @@ impl View {
             let piece = piece - std::mem::take(&mut unserved);
             self.served(&key, piece);
             Ok(true)
-        })
+        });
+        match (walked, bad) {
+            (Err(error), _) => Err(Unreadable { from: first, error }),
+            (Ok(()), Some(bad)) => Err(bad),
+            (Ok(()), None) => Ok(()),
+        }
     }
 }

@@ -144,6 +144,7 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
     pub fn forget(&self, ino: u64, nlookup: u64) {
         if self.fs.forget(ino, nlookup) {
             self.copies.forget(ino);
+            self.io.forget(ino);
         }
     }
 }
@@ -156,13 +157,64 @@ mod tests {
     use crate::fs::ROOT;
     use crate::read::view::Order;
 
-    /// What a read through `s` answers.
-    fn read(s: &Arc<Serving<()>>, ino: u64, fh: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+    /// What a read through `s` answers (a direct one, else into the page cache).
+    fn read_as(
+        s: &Arc<Serving<()>>,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        size: usize,
+        direct: bool,
+    ) -> Result<Vec<u8>> {
         let (tx, rx) = mpsc::channel();
-        s.read(ino, fh, offset, size, move |r| {
+        s.read(ino, fh, offset, size, direct, move |r| {
             let _ = tx.send(r.map(<[u8]>::to_vec));
         });
         rx.recv().expect("every read is answered")
+    }
+
+    fn read(s: &Arc<Serving<()>>, ino: u64, fh: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
+        read_as(s, ino, fh, offset, size, true)
+    }
+
+    #[test]
+    fn a_direct_read_into_a_bad_chunk_gives_the_good_bytes_and_the_file_opens_direct_after() {
+        let dir = std::env::temp_dir().join(format!("zarrfs-io-bad-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // Ten uint16 elements 0..10 in chunks of four; the second chunk cut short.
+        let doc = serde_json::json!({
+            "zarr_format": 3, "node_type": "array", "shape": [10], "data_type": "uint16",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+        });
+        let data: Vec<u8> = (0u16..10).flat_map(|v| v.to_le_bytes()).collect();
+        crate::hierarchy::demo::v3_array(&dir, "a", doc, &data).unwrap();
+        std::fs::write(dir.join("a/c/1"), [1u8, 2, 3]).unwrap();
+        let fs = crate::fs::tests::fs_over(&dir, Order::C, false);
+        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Cache, 0);
+        let no_backing = |_: &File| -> io::Result<()> { unreachable!("nothing is materialized") };
+        let a = s.fs().lookup(ROOT, "a").unwrap().ino;
+        let Opening::Daemon { fh, io } = s.open(a, no_backing).unwrap() else {
+            panic!("passthrough with materializing off");
+        };
+        assert_eq!(io, OpenIo::Cache, "before any read failed");
+        let eio = |r: Result<Vec<u8>>| r.map_err(|e| e.errno());
+        // Into the page cache a short answer would be taken for the end of the file.
+        assert_eq!(eio(read_as(&s, a, fh, 0, 20, false)), Err(libc::EIO));
+        assert_eq!(
+            eio(read_as(&s, a, fh, 2, 20, true)),
+            Ok(data[2..8].to_vec())
+        );
+        assert_eq!(eio(read(&s, a, fh, 8, 4)), Err(libc::EIO), "the bad bytes");
+        assert_eq!(eio(read(&s, a, fh, 16, 20)), Ok(data[16..].to_vec()));
+        s.release(a, fh);
+        let Opening::Daemon { fh, io } = s.open(a, no_backing).unwrap() else {
+            panic!("passthrough with materializing off");
+        };
+        assert_eq!(io, OpenIo::Direct, "after a read failed, with --io cache");
+        s.release(a, fh);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -11,6 +11,14 @@
 //!   kernel's readahead past a tile would read the tiles after it, of other levels too,
 //!   decoding chunks nobody asked for;
 //! - any other lone file: the page cache, so that re-reads run at memory speed.
+//!
+//! In every mode, a file a read of which has failed (a corrupt chunk, a refused or missing
+//! target) is opened direct from then on. The kernel fills its page cache a page, or a
+//! readahead window, at a time, and one request that spans good bytes and bad ones fails
+//! whole, so through the page cache the good bytes beside a bad chunk would be lost too.
+//! Direct, each read reaches the daemon as the reader asked it, and one that runs from good
+//! bytes into bad ones is answered with its good bytes (see [`super::Serving::read`]):
+//! only the bad chunk's own bytes fail, as a disk's bad sector does.
 
 use std::collections::{HashMap, HashSet};
 
@@ -22,7 +30,8 @@ pub enum IoMode {
     /// Per open, as described above.
     #[default]
     Auto,
-    /// Every open through the kernel page cache (kept between opens).
+    /// Every open through the kernel page cache (kept between opens), but that of a file
+    /// a read of which failed.
     Cache,
     /// Every open direct. `mmap` still goes through the page cache.
     Direct,
@@ -54,6 +63,8 @@ struct Opens {
     live: HashMap<u64, u32>,
     /// Inodes opened through the page cache at least once: it may hold their bytes.
     cached: HashSet<u64>,
+    /// Inodes a read of which failed: opened direct.
+    failed: HashSet<u64>,
 }
 
 /// The choice for each open of one mount.
@@ -81,6 +92,7 @@ impl IoPolicy {
         let mut opens = self.opens.lock();
         *opens.live.entry(ino).or_default() += 1;
         let io = match self.mode {
+            _ if opens.failed.contains(&ino) => OpenIo::Direct,
             IoMode::Cache => OpenIo::Cache,
             IoMode::Direct => OpenIo::Direct,
             IoMode::Auto if tiled => OpenIo::Direct,
@@ -97,6 +109,21 @@ impl IoPolicy {
             opens.cached.insert(ino);
         }
         io
+    }
+
+    /// A read of `ino` failed: its later opens are direct, so that the bytes beside the
+    /// ones that failed stay readable.
+    pub fn failed(&self, ino: u64) {
+        if self.opens.lock().failed.insert(ino) {
+            log::info!("inode {ino}: a read failed; its opens are direct from now on");
+        }
+    }
+
+    /// The front forgot `ino`: it is not opened again.
+    pub fn forget(&self, ino: u64) {
+        let mut opens = self.opens.lock();
+        opens.cached.remove(&ino);
+        opens.failed.remove(&ino);
     }
 
     /// An open of `ino` read through the daemon was released.
@@ -173,6 +200,23 @@ mod tests {
         assert_eq!(p.open(7, false, true), OpenIo::Direct, "tiled, alone");
         p.release(7);
         assert_eq!(p.open(7, false, true), OpenIo::Direct, "tiled, again");
+    }
+
+    #[test]
+    fn a_file_whose_read_failed_opens_direct_in_every_mode() {
+        for mode in [IoMode::Auto, IoMode::Cache, IoMode::Direct] {
+            let p = IoPolicy::new(mode);
+            let before = p.open(1, false, false);
+            p.release(1);
+            p.failed(1);
+            assert_eq!(p.open(1, false, false), OpenIo::Direct, "{mode:?}");
+            p.release(1);
+            assert_eq!(p.open(2, false, false), before, "{mode:?}: another file");
+            p.release(2);
+            // A forgotten inode is not opened again; its entry goes.
+            p.forget(1);
+            assert!(p.opens.lock().failed.is_empty(), "{mode:?}");
+        }
     }
 
     #[test]

@@ -542,7 +542,7 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
             let n = self
                 .fs
                 .read_into(fh, gap.start, &mut buf[..len])
-                .map_err(|e| e.to_string())?;
+                .map_err(|failed| failed.error.to_string())?;
             if n == 0 {
                 return Err(format!("short read at {}", gap.start));
             }
