@@ -279,3 +279,72 @@ fn a_changed_node_gets_another_number_and_a_file_open_on_the_old_one_reads_on() 
     assert_eq!(handles(&beside), beside_before, "beside it, closed");
     assert_eq!(numbers(root), all);
 }
+
+/// zarr-python makes (`make`) or changes (`over`: row 0 becomes 100s, in its one chunk)
+/// the int32 array `a` (4 x 4, a chunk per row) of the v3 store at `store`: the array's
+/// bytes as it reads them back, C order, little-endian.
+fn zarr_python(store: &Path, step: &str) -> Vec<u8> {
+    let code = "import sys, numpy as np, zarr\n\
+                path, step = sys.argv[1], sys.argv[2]\n\
+                if step == 'make':\n\
+                \x20   g = zarr.open_group(store=path, mode='w', zarr_format=3)\n\
+                \x20   a = g.create_array(name='a', shape=(4, 4), chunks=(1, 4), dtype='<i4', fill_value=0)\n\
+                \x20   a[:] = np.arange(16, dtype='<i4').reshape(4, 4)\n\
+                else:\n\
+                \x20   zarr.open_array(store=path, path='a', mode='r+')[0, :] = 100\n\
+                a = zarr.open_array(store=path, path='a', mode='r')[:]\n\
+                sys.stdout.write(np.ascontiguousarray(a, dtype='<i4').tobytes().hex())";
+    let python = PathBuf::from(common::mount::test_python());
+    let hex = common::run_python(&python, step, code, [store.as_os_str(), step.as_ref()]);
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+#[test]
+fn a_number_kept_for_a_new_reading_never_serves_the_older_readings_bytes() {
+    // Re-reads from the kernel's page cache (a lone file goes through it but under
+    // --io direct), or from the materialized copy the kernel is handed.
+    for materialize in ["off", "auto"] {
+        let tmp = TempDir::new("inodes-pages");
+        let store = tmp.path().join("s.zarr");
+        let first = zarr_python(&store, "make");
+        // Read again by the interval only (chunk files are never watched).
+        let args = [
+            "--refresh",
+            "1s",
+            "--no-watch",
+            "--materialize",
+            materialize,
+        ];
+        let mount = Mount::new(&store, &args);
+        let file = mount.path("a");
+        let ino = stat(&file);
+        for _ in 0..3 {
+            assert_eq!(read(&file), first, "--materialize {materialize}");
+        }
+        if materialize == "auto" {
+            common::mount::wait_until("a copy of the array", || {
+                common::xattr(&file, "user.zarrfs.materialized")
+                    .is_some_and(|s| s.starts_with("ready"))
+            });
+            assert_eq!(read(&file), first);
+        }
+        // A chunk rewritten under unchanged metadata.
+        let meta = read(&store.join("a/zarr.json"));
+        let second = zarr_python(&store, "over");
+        assert_ne!(second, first);
+        assert_eq!(
+            read(&store.join("a/zarr.json")),
+            meta,
+            "the metadata is unchanged"
+        );
+        // Within twice the interval an open shows it (README), under the same number:
+        // the older reading's pages and copy are gone.
+        common::mount::wait_until("the rewritten chunk read through the mount", || {
+            read(&file) == second
+        });
+        assert_eq!(stat(&file), ino, "--materialize {materialize}");
+    }
+}
