@@ -510,6 +510,8 @@ impl ZarrFs {
             ..stamp
         };
         let free = |ino| self.number_free(ino);
+        // An array's files (raw, views, sidecar) are of one reading of it, looked up once.
+        let mut readings: HashMap<(bool, String), Reading> = HashMap::new();
         let listing: Vec<DirEntry> = self
             .entries(&dir)?
             .into_iter()
@@ -518,7 +520,10 @@ impl ZarrFs {
                     Node::Dir(_) => FileKind::Directory,
                     _ => FileKind::File,
                 };
-                let reading = self.reading(&node);
+                let reading = readings
+                    .entry((kind == FileKind::Directory, node.path().to_string()))
+                    .or_insert_with(|| self.reading(&node))
+                    .clone();
                 let ino = self.inodes.insert(ino, &name, node, reading, &free)?;
                 Ok(DirEntry { ino, name, kind })
             })
