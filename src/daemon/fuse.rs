@@ -198,9 +198,17 @@ impl Filesystem for FuseAdapter {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.to_string_lossy().into_owned();
+        let kernel = self.kernel.clone();
         self.meta(move |fs, owner| {
-            reply!(reply, "lookup", fs.lookup(parent.0, &name), |a| reply
-                .entry(&fs.attr_ttl(), &owner.attr(&a), Generation(0)))
+            reply!(reply, "lookup", fs.lookup_entry(parent.0, &name), |found| {
+                // The number the kernel holds stands for a new reading now: the pages it
+                // cached of the older one go before it learns of the new one.
+                if found.renewed {
+                    kernel.drop_inodes(&[found.attr.ino]);
+                }
+                let generation = Generation(found.attr.generation);
+                reply.entry(&fs.attr_ttl(), &owner.attr(&found.attr), generation)
+            })
         })
     }
 

@@ -1,6 +1,7 @@
 //! Open files: each open gets a handle of its own, holding the content it opened (one
-//! version of the array for the handle's whole life) and its own readahead cursor.
-//! Handles are numbered from 1 and never reused while open.
+//! version of the array for the handle's whole life), its own readahead cursor, and its
+//! count on the inode's reading (see [`Open`]). Handles are numbered from 1 and never
+//! reused while open.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,12 +10,15 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::content::Content;
+use super::inode::Open;
 use crate::read::readahead::Cursor;
 
 /// One open file.
 pub struct Handle {
     pub(super) content: Arc<Content>,
     pub(super) cursor: Cursor,
+    /// Counted on the inode's reading until the handle goes.
+    _open: Open,
 }
 
 /// The open files of a filesystem.
@@ -25,8 +29,8 @@ pub struct Handles {
 }
 
 impl Handles {
-    /// A new handle on `content`; its number.
-    pub fn open(&self, content: Arc<Content>) -> u64 {
+    /// A new handle on `content`, opened as `open`; its number.
+    pub fn open(&self, content: Arc<Content>, open: Open) -> u64 {
         for view in content.views() {
             view.opened();
         }
@@ -34,6 +38,7 @@ impl Handles {
         let handle = Arc::new(Handle {
             content,
             cursor: Cursor::default(),
+            _open: open,
         });
         self.open.write().insert(fh, handle);
         fh

@@ -14,7 +14,7 @@ mod tests;
 mod xattr;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
@@ -28,7 +28,7 @@ pub use crate::read::view::{Now, Partial, UnitSlice};
 use crate::{Error, Result};
 use content::{Content, Part};
 use handles::{Handle, Handles};
-use inode::{Entry, Inodes, Node, Stamp};
+use inode::{Entry, Inodes, Node, Reading, Stamp};
 pub use inode::{TreeId, ROOT};
 
 /// What kind of file an inode is.
@@ -42,10 +42,31 @@ pub enum FileKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attr {
     pub ino: u64,
+    /// The kernel's generation of the inode: with its number, it names one node's
+    /// reading for good (see `inode.rs`).
+    pub generation: u64,
     pub size: u64,
     pub kind: FileKind,
     pub perm: u16,
     pub nlink: u32,
+}
+
+/// What a lookup answers: the inode's attributes, and whether its number stood for an
+/// older reading of the same node until now (`renewed`: the kernel is to drop the pages
+/// it holds of the inode before it is answered).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    pub attr: Attr,
+    pub renewed: bool,
+}
+
+/// What a layer above the filesystem keeps per inode number (the serving core's
+/// materialized copies): a number is given to another reading only once that layer has
+/// let go of it.
+pub trait PerInode: Send + Sync {
+    /// Let go of what is kept of `ino` when nothing uses it now; whether nothing is kept
+    /// of it.
+    fn let_go(&self, ino: u64) -> bool;
 }
 
 /// One directory entry (without `.` and `..`).
@@ -85,6 +106,8 @@ pub struct ZarrFs {
     /// Why a view of an array has no file (`None`: it has one), by path and kind: its
     /// header is built once to find out, not at every listing, lookup and xattr read.
     absent: Mutex<HashMap<(String, FormatKind), Option<String>>>,
+    /// What keeps things per inode number above the filesystem (see [`PerInode`]).
+    per_inode: OnceLock<Weak<dyn PerInode>>,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -130,7 +153,21 @@ impl ZarrFs {
             views: options.views.clone(),
             flats: Mutex::new(HashMap::new()),
             absent: Mutex::new(HashMap::new()),
+            per_inode: OnceLock::new(),
         }
+    }
+
+    /// Have `keeper` let go of an inode number before it goes to another reading (see
+    /// [`PerInode`]); set once.
+    pub fn keep_per_inode(&self, keeper: Weak<dyn PerInode>) {
+        let _ = self.per_inode.set(keeper);
+    }
+
+    /// Whether inode number `ino`, which the inode table does not hold or holds for an
+    /// older reading, is free above the filesystem too (what was kept of it is let go).
+    fn number_free(&self, ino: u64) -> bool {
+        let keeper = self.per_inode.get().and_then(Weak::upgrade);
+        keeper.is_none_or(|k| k.let_go(ino))
     }
 
     /// The reading of the node at `path` that what is built of it now comes from.
@@ -140,6 +177,11 @@ impl ZarrFs {
         let read_at = refreshing
             .then(|| self.hierarchy.version(path).ok().map(|(_, at)| at))
             .flatten();
+        self.stamp_at(read_at)
+    }
+
+    /// The stamp of a reading made at `read_at` (`None`: with no refresh interval).
+    fn stamp_at(&self, read_at: Option<std::time::Instant>) -> Stamp {
         Stamp {
             read_at,
             // A node read again after a forced refresh has a new reading time: only
@@ -152,12 +194,21 @@ impl ZarrFs {
         }
     }
 
-    /// The reading a new inode of `node` stands for: its stamp for a file; none for a
+    /// The reading a new inode of `node` stands for: for a file, its stamp and the
+    /// version of the metadata it was read from (both of one reading); none for a
     /// directory, which stays one inode.
-    fn reading(&self, node: &Node) -> Stamp {
-        match node {
-            Node::Dir(_) => Stamp::default(),
-            _ => self.stamp(node.path()),
+    fn reading(&self, node: &Node) -> Reading {
+        if let Node::Dir(_) = node {
+            return Reading::default();
+        }
+        let read = self.hierarchy.version(node.path()).ok();
+        let read_at = self
+            .hierarchy
+            .refresh_interval()
+            .and(read.as_ref().map(|(_, at)| *at));
+        Reading {
+            stamp: self.stamp_at(read_at),
+            version: read.map(|(version, _)| version),
         }
     }
 
@@ -362,11 +413,23 @@ impl ZarrFs {
     /// it gets (see [`ZarrFs::forget`]). The lookup is counted as the inode is found, so
     /// that a `forget` of the same inode at that moment cannot drop it.
     pub fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
+        self.lookup_entry(parent, name).map(|found| found.attr)
+    }
+
+    /// [`ZarrFs::lookup`], saying whether the inode's number was renewed: a new reading
+    /// of a node whose metadata is unchanged keeps its number when no file is open on
+    /// the older one (else it is another inode, and the older lives on for its files).
+    pub fn lookup_entry(&self, parent: u64, name: &str) -> Result<Lookup> {
         let (name, node) = self.find(parent, name)?;
-        let stamp = self.reading(&node);
-        let ino = self.inodes.hold(parent, &name, node, stamp);
-        self.getattr(ino).inspect_err(|_| {
-            self.inodes.forget(ino, 1);
+        let reading = self.reading(&node);
+        let free = |ino| self.number_free(ino);
+        let held = self.inodes.hold(parent, &name, node, reading, &free)?;
+        let attr = self.getattr(held.ino).inspect_err(|_| {
+            self.inodes.forget(held.ino, 1);
+        })?;
+        Ok(Lookup {
+            attr,
+            renewed: held.renewed,
         })
     }
 
@@ -446,6 +509,9 @@ impl ZarrFs {
             read_at: Some(std::time::Instant::now()),
             ..stamp
         };
+        let free = |ino| self.number_free(ino);
+        // An array's files (raw, views, sidecar) are of one reading of it, looked up once.
+        let mut readings: HashMap<(bool, String), Reading> = HashMap::new();
         let listing: Vec<DirEntry> = self
             .entries(&dir)?
             .into_iter()
@@ -454,11 +520,14 @@ impl ZarrFs {
                     Node::Dir(_) => FileKind::Directory,
                     _ => FileKind::File,
                 };
-                let stamp = self.reading(&node);
-                let ino = self.inodes.insert(ino, &name, node, stamp);
-                DirEntry { ino, name, kind }
+                let reading = readings
+                    .entry((kind == FileKind::Directory, node.path().to_string()))
+                    .or_insert_with(|| self.reading(&node))
+                    .clone();
+                let ino = self.inodes.insert(ino, &name, node, reading, &free)?;
+                Ok(DirEntry { ino, name, kind })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let listing = Arc::new(listing);
         *entry.listing.lock() = Some((stamp, listing.clone()));
         Ok(listing)
@@ -543,6 +612,7 @@ impl ZarrFs {
         Ok(match &entry.node {
             Node::Dir(_) => Attr {
                 ino,
+                generation: entry.generation,
                 size: 0,
                 kind: FileKind::Directory,
                 perm: 0o555,
@@ -559,6 +629,7 @@ impl ZarrFs {
                 };
                 Attr {
                     ino,
+                    generation: entry.generation,
                     size,
                     kind: FileKind::File,
                     perm: 0o444,
@@ -573,9 +644,12 @@ impl ZarrFs {
     /// content is the inode's, the same at every open of it, so the kernel's cached pages
     /// of the inode stay good.
     pub fn open(&self, ino: u64) -> Result<u64> {
-        let entry = self.entry(ino)?;
+        let (entry, open) = self
+            .inodes
+            .open(ino)
+            .ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
         let content = self.content(&entry)?;
-        Ok(self.handles.open(content))
+        Ok(self.handles.open(content, open))
     }
 
     /// Close the open file `fh`.

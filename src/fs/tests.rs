@@ -667,7 +667,7 @@ fn two_sequential_readers_of_one_array_each_keep_their_readahead() {
 }
 
 #[test]
-fn forgotten_inodes_go_and_their_names_find_new_ones() {
+fn forgotten_inodes_go_and_their_names_find_them_again_under_their_numbers() {
     let (dir, fs) = demo_fs(Order::C, false);
     let before = fs.inode_count();
     let first = fs.lookup(ROOT, "temperature").unwrap();
@@ -684,8 +684,7 @@ fn forgotten_inodes_go_and_their_names_find_new_ones() {
     assert_eq!(fs.read(fh, 0, 4).unwrap().len(), 4);
     fs.release(fh);
     let again = fs.lookup(ROOT, "temperature").unwrap();
-    assert_ne!(again.ino, first.ino);
-    assert_eq!(again.size, first.size);
+    assert_eq!(again, first, "the same number, generation and size");
     // The root is never forgotten.
     fs.forget(ROOT, 10);
     assert!(fs.getattr(ROOT).is_ok());
@@ -879,5 +878,123 @@ fn a_read_that_runs_into_an_unreadable_chunk_gives_the_bytes_before_its_first_on
             }
         }
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The demo hierarchy with its `.npy` views, read again at every look (a refresh
+/// interval of zero) or never (`None`).
+pub(super) fn demo_refreshing(
+    refresh: Option<std::time::Duration>,
+) -> (std::path::PathBuf, ZarrFs) {
+    let (dir, _) = demo_fs(Order::C, false);
+    let store = Arc::new(FolderStore::open(&dir).unwrap());
+    let options = FsOptions {
+        layout: Layout {
+            order: Order::C,
+            big_endian: false,
+        },
+        cache_bytes: 1 << 20,
+        prefetch_threads: 1,
+        views: "raw,npy".parse().unwrap(),
+    };
+    let hierarchy = Hierarchy::open(store).unwrap().with_refresh(refresh);
+    (dir, ZarrFs::new(hierarchy, options, "t.zarr"))
+}
+
+#[test]
+fn unchanged_nodes_keep_their_numbers_across_forgets_and_readings_again() {
+    let names = [
+        "surface",
+        "temperature",
+        "temperature.npy",
+        ".temperature.json",
+        ".group.json",
+    ];
+    for refresh in [None, Some(std::time::Duration::ZERO)] {
+        let (dir, fs) = demo_refreshing(refresh);
+        let first: Vec<Attr> = names.iter().map(|n| fs.lookup(ROOT, n).unwrap()).collect();
+        let numbers: HashSet<u64> = first.iter().map(|a| a.ino).collect();
+        assert_eq!(numbers.len(), names.len(), "{first:?}");
+        assert!(!numbers.contains(&ROOT));
+        let listed = fs.readdir(ROOT).unwrap();
+        for (name, attr) in names.iter().zip(&first) {
+            let entry = listed.iter().find(|e| e.name == *name).unwrap();
+            assert_eq!(entry.ino, attr.ino, "{name} listed");
+        }
+        // The kernel forgets them all; looked up again, each has its number back.
+        for attr in &first {
+            assert!(fs.forget(attr.ino, 1));
+        }
+        for (name, attr) in names.iter().zip(&first) {
+            assert_eq!(&fs.lookup(ROOT, name).unwrap(), attr, "{name}, {refresh:?}");
+        }
+        // Read again (at every look under the interval of zero; `zarrfs refresh` here),
+        // nothing changed in the store: the same numbers.
+        fs.refresh(ROOT).unwrap();
+        for (name, attr) in names.iter().zip(&first) {
+            let found = fs.lookup_entry(ROOT, name).unwrap();
+            assert_eq!(&found.attr, attr, "{name} read again, {refresh:?}");
+            // A file's number stands for the new reading; a directory is one inode.
+            assert_eq!(found.renewed, attr.kind == FileKind::File, "{name}");
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[test]
+fn a_number_renewed_shows_its_new_reading_and_an_open_file_keeps_another_inode() {
+    let dir = std::env::temp_dir().join(format!("zarrfs-renew-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    write_v2_array(&dir.join("a"), "|u1", 3, &[1, 2, 3]);
+    let store = Arc::new(FolderStore::open(&dir).unwrap());
+    // Every look reads the store again.
+    let hierarchy = Hierarchy::open(store)
+        .unwrap()
+        .with_refresh(Some(std::time::Duration::ZERO));
+    let options = FsOptions {
+        layout: Layout {
+            order: Order::C,
+            big_endian: false,
+        },
+        cache_bytes: 1 << 20,
+        prefetch_threads: 1,
+        views: "raw".parse().unwrap(),
+    };
+    let fs = ZarrFs::new(hierarchy, options, "t.zarr");
+    let first = fs.lookup(ROOT, "a").unwrap();
+    let fh = fs.open(first.ino).unwrap();
+    assert_eq!(fs.read(fh, 0, 16).unwrap(), [1, 2, 3]);
+    // The chunk is rewritten under unchanged metadata while a file is open on the
+    // first reading: the next reading is another inode (the kernel's pages of the
+    // first stay the first's), and the first stays for its open file.
+    std::fs::write(dir.join("a/0"), [4, 5, 6]).unwrap();
+    let second = fs.lookup_entry(ROOT, "a").unwrap();
+    assert_ne!(second.attr.ino, first.ino);
+    assert!(!second.renewed);
+    let fh2 = fs.open(second.attr.ino).unwrap();
+    assert_eq!(fs.read(fh2, 0, 16).unwrap(), [4, 5, 6]);
+    assert_eq!(fs.getattr(first.ino).unwrap(), first);
+    fs.release(fh);
+    fs.release(fh2);
+    // Nothing open: the next reading keeps the number, and shows what the store holds.
+    std::fs::write(dir.join("a/0"), [7, 8, 9]).unwrap();
+    let third = fs.lookup_entry(ROOT, "a").unwrap();
+    assert_eq!((third.attr.ino, third.renewed), (second.attr.ino, true));
+    let fh3 = fs.open(third.attr.ino).unwrap();
+    assert_eq!(fs.read(fh3, 0, 16).unwrap(), [7, 8, 9]);
+    fs.release(fh3);
+    // Rewritten metadata (another fill value) is another version of the node: another
+    // number, though nothing is open.
+    let zarray = std::fs::read_to_string(dir.join("a/.zarray")).unwrap();
+    let rewritten = zarray.replace("\"fill_value\": 0", "\"fill_value\": 17");
+    assert_ne!(rewritten, zarray);
+    std::fs::write(dir.join("a/.zarray"), rewritten).unwrap();
+    let fourth = fs.lookup_entry(ROOT, "a").unwrap();
+    assert!(![first.ino, second.attr.ino].contains(&fourth.attr.ino));
+    assert!(!fourth.renewed);
+    // The first reading's inode is still held by the kernel: it keeps its size.
+    assert_eq!(fs.getattr(first.ino).unwrap().size, 3);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -20,7 +20,7 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
-use crate::fs::ZarrFs;
+use crate::fs::{PerInode, ZarrFs};
 use crate::pool::{FairPool, Pool};
 use crate::Result;
 use fault::Faults;
@@ -62,8 +62,11 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
         // Only direct-IO reads reach the daemon again on a re-read (the page cache
         // answers the others): with no copies to serve them, their chunks stay.
         // A copy is of one inode, and an inode of one reading of its array (a reading
-        // after a change is another inode): copies are good under a refresh interval too.
+        // after a change is another inode; a number goes to another reading only once
+        // its copy is let go): copies are good under a refresh interval too.
         let copies = Materializer::new(fs.clone(), materialize, io == IoMode::Direct);
+        let keeper: Arc<dyn PerInode> = copies.clone();
+        fs.keep_per_inode(Arc::downgrade(&keeper));
         Arc::new(Serving {
             copies,
             fs,
@@ -246,6 +249,60 @@ mod tests {
         s.release(temperature, fh);
         s.release(sidecar, other);
         assert_eq!(s.fs().open_count(), 0);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Read `ino` front to back through `s`, then release it: its copy completes.
+    fn read_through(s: &Arc<Serving<()>>, ino: u64) {
+        let Opening::Daemon { fh, .. } = s.open(ino, |_| Ok(())).unwrap() else {
+            panic!("passthrough before the copy is made");
+        };
+        let size = s.fs().getattr(ino).unwrap().size;
+        for offset in (0..size).step_by(1 << 18) {
+            assert!(!read(s, ino, fh, offset, 1 << 18).unwrap().is_empty());
+        }
+        s.release(ino, fh);
+        let ready = || s.materialized(ino).starts_with("ready");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !ready() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}",
+                s.materialized(ino)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_number_goes_to_a_new_reading_only_once_its_copy_is_let_go() {
+        // Every look reads the store again.
+        let refresh = Some(std::time::Duration::ZERO);
+        let (dir, fs) = crate::fs::tests::demo_refreshing(refresh);
+        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Direct, 64 << 20);
+        let ino = s.fs().lookup(ROOT, "temperature").unwrap().ino;
+        read_through(&s, ino);
+        let Opening::Passthrough { fh, .. } = s.open(ino, |_| Ok(())).unwrap() else {
+            panic!("the copy is complete: {}", s.materialized(ino));
+        };
+        // Read again while the kernel reads the copy: another inode.
+        let next = s.fs().lookup_entry(ROOT, "temperature").unwrap();
+        assert_ne!(next.attr.ino, ino);
+        assert!(!next.renewed);
+        assert!(s.materialized(ino).starts_with("ready"));
+        s.release(ino, fh);
+        s.forget(ino, 1);
+        assert_eq!(s.materialized(ino), "no", "forgotten, its copy goes");
+        // With nothing open, a reading again renews the number and lets its copy go: the
+        // next open is read through the daemon, from the new reading.
+        read_through(&s, next.attr.ino);
+        let renewed = s.fs().lookup_entry(ROOT, "temperature").unwrap();
+        assert_eq!((renewed.attr.ino, renewed.renewed), (next.attr.ino, true));
+        assert_eq!(s.materialized(next.attr.ino), "no");
+        let Opening::Daemon { fh, .. } = s.open(next.attr.ino, |_| Ok(())).unwrap() else {
+            panic!("a copy of the older reading served");
+        };
+        s.release(next.attr.ino, fh);
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::fs::ZarrFs;
+use crate::fs::{PerInode, ZarrFs};
 use crate::pool::Pool;
 
 mod copy;
@@ -112,6 +112,15 @@ struct State<Id> {
 }
 
 impl<Id> State<Id> {
+    /// Whether `ino` has no copy, or one nothing uses: no open counted, no build running.
+    fn unused(&self, ino: u64) -> bool {
+        self.inodes.get(&ino).is_none_or(|n| {
+            n.daemon_opens == 0
+                && n.passthrough_opens == 0
+                && !matches!(n.backing, Backing::Filling { building: true, .. })
+        })
+    }
+
     /// Make room for `size` more bytes by dropping the least recently opened idle copies
     /// of inodes other than `ino`; `take_ready` allows dropping complete copies too.
     fn make_room(&mut self, ino: u64, size: u64, budget: u64, take_ready: bool) -> bool {
@@ -273,20 +282,11 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
     }
 
     /// The kernel forgot `ino`: no open of it can come again (a lookup of its name makes
-    /// another inode), so its copy goes and gives its bytes back to the budget, unless
-    /// an open is still counted or a build runs (they end on their own).
+    /// it anew), so its copy goes and gives its bytes back to the budget, unless an open
+    /// is still counted or a build runs (they end on their own; the copy goes when the
+    /// number is given again, see [`PerInode::let_go`]).
     pub fn forget(&self, ino: u64) {
-        let mut st = self.state.lock();
-        let idle = st.inodes.get(&ino).is_some_and(|n| {
-            n.daemon_opens == 0
-                && n.passthrough_opens == 0
-                && !matches!(n.backing, Backing::Filling { building: true, .. })
-        });
-        if idle {
-            if let Some(node) = st.inodes.remove(&ino) {
-                st.used = st.used.saturating_sub(node.size);
-            }
-        }
+        self.let_go(ino);
     }
 
     /// An open of `ino` answered with file handle `fh` was released.
@@ -548,5 +548,20 @@ impl<Id: Send + Sync + 'static> Materializer<Id> {
             }
             self.write(ino, gap.start, &buf[..n], false)?;
         }
+    }
+}
+
+/// A copy is of one reading of its array: before an inode number stands for another
+/// reading (renewed, or given again after the kernel forgot it), its copy goes.
+impl<Id: Send + Sync + 'static> PerInode for Materializer<Id> {
+    fn let_go(&self, ino: u64) -> bool {
+        let mut st = self.state.lock();
+        if !st.unused(ino) {
+            return false;
+        }
+        if let Some(node) = st.inodes.remove(&ino) {
+            st.used = st.used.saturating_sub(node.size);
+        }
+        true
     }
 }
