@@ -196,8 +196,9 @@ impl Filesystem for FuseAdapter {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = name.to_string_lossy().into_owned();
         self.meta(move |fs, owner| {
+            // Asked last, so that the time the answer took counts against it.
             reply!(reply, "lookup", fs.lookup(parent.0, &name), |a| reply
-                .entry(&fs.attr_ttl(), &owner.attr(&a), Generation(0)))
+                .entry(&fs.entry_ttl(a.ino), &owner.attr(&a), Generation(0)))
         })
     }
 

@@ -3,7 +3,7 @@
 //! without metadata (implicit) found by looking below a folder for a node's documents.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 
@@ -27,7 +27,7 @@ pub struct ZarrCatalog {
     /// The consolidated metadata, when the store had some at open (read again by
     /// [`ZarrCatalog::reload`]).
     consolidated: RwLock<Option<Arc<Consolidated>>>,
-    /// When it was read.
+    /// When it was read (the start of the reading its nodes date from).
     read_at: ReadAgain,
 }
 
@@ -35,12 +35,13 @@ impl ZarrCatalog {
     /// The catalog of `store`, its layout found from the root's documents; fails when the
     /// store holds no Zarr hierarchy.
     pub fn open(store: Arc<dyn Store>) -> Result<ZarrCatalog> {
+        let started = Instant::now();
         if let Some(found) = layout::detect(&*store)? {
             return Ok(ZarrCatalog {
                 store,
                 layout: found.layout,
                 consolidated: RwLock::new(found.consolidated.map(Arc::new)),
-                read_at: ReadAgain::now(),
+                read_at: ReadAgain::at(started),
             });
         }
         // No root document: an implicit root group (v2 and v3 nodes are both found).
@@ -48,7 +49,7 @@ impl ZarrCatalog {
             store,
             layout: Layout::V3,
             consolidated: RwLock::new(None),
-            read_at: ReadAgain::now(),
+            read_at: ReadAgain::at(started),
         };
         if catalog.contains_node("", IMPLICIT_DEPTH, &mut { IMPLICIT_BUDGET })? {
             return Ok(catalog);
@@ -176,16 +177,30 @@ impl ZarrCatalog {
             return Ok(());
         }
         // One reader reloads; the others go on with what is there.
-        if !self.read_at.due(max_age) {
+        let Some(started) = self.read_at.due(max_age) else {
             return Ok(());
-        }
+        };
         let found = layout::detect(&*self.store)?.and_then(|d| d.consolidated);
         match found {
-            Some(c) => *self.consolidated.write() = Some(Arc::new(c)),
+            Some(c) => {
+                *self.consolidated.write() = Some(Arc::new(c));
+                self.read_at.read(started);
+            }
             None => log::warn!(
                 "refresh: the store's consolidated metadata is gone; kept as read before"
             ),
         }
         Ok(())
+    }
+
+    /// When what the catalog answers was read: its consolidated metadata's reading, or
+    /// the store's own ([`Store::as_of`]); `None` when it reads the store as it is.
+    /// A node or listing made from it dates from then, not from when it was made.
+    pub fn as_of(&self) -> Option<Instant> {
+        let consolidated = self.consolidated().is_some().then(|| self.read_at.as_of());
+        match (consolidated, self.store.as_of()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }

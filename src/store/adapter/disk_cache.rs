@@ -238,6 +238,10 @@ impl Store for DiskCache {
         self.inner.refresh(max_age)
     }
 
+    fn as_of(&self) -> Option<Instant> {
+        self.inner.as_of()
+    }
+
     fn identity(&self, key: &str) -> Option<String> {
         self.inner.identity(key)
     }
