@@ -569,7 +569,24 @@ struct LiveStore {
 }
 
 fn live_store(format: &str, s3: bool, consolidated: bool) -> LiveStore {
+    live_store_with(format, s3, consolidated, &[])
+}
+
+/// [`live_store`], mounted with `extra` arguments too (`DISK_CACHE` in them stands for
+/// a folder of the store's).
+fn live_store_with(format: &str, s3: bool, consolidated: bool, extra: &[&str]) -> LiveStore {
     let tmp = TempDir::new("live-steps");
+    let cache = tmp.path().join("disk-cache").to_string_lossy().into_owned();
+    let extra: Vec<&str> = extra
+        .iter()
+        .map(|a| {
+            if *a == "DISK_CACHE" {
+                cache.as_str()
+            } else {
+                a
+            }
+        })
+        .collect();
     let buckets = tmp.path().join("buckets");
     std::fs::create_dir_all(buckets.join("live")).expect("bucket");
     let server = s3.then(|| s3s_fs(&buckets, None));
@@ -582,13 +599,16 @@ fn live_store(format: &str, s3: bool, consolidated: bool) -> LiveStore {
                 consolidated,
             );
             let options = format!("endpoint={},allow_http=true,region=us-east-1", server.url());
-            let args = ["--refresh", "1s", "--anonymous", "-o", &options];
+            let mut args = vec!["--refresh", "1s", "--anonymous", "-o", &options];
+            args.extend(&extra);
             (steps, Mount::new(Path::new("s3://live/live.zarr"), &args))
         }
         None => {
             let store = tmp.path().join("live.zarr");
             let steps = Steps::start(&store.to_string_lossy(), format, None, consolidated);
-            (steps, Mount::new(&store, &["--refresh", "1s"]))
+            let mut args = vec!["--refresh", "1s"];
+            args.extend(&extra);
+            (steps, Mount::new(&store, &args))
         }
     };
     LiveStore {
@@ -745,6 +765,57 @@ fn a_consolidated_store_on_s3_shows_a_grown_array_within_twice_the_interval_by_a
                 "grow of {rows} rows: {seen:?} 2 x the interval after (the write took {:?})",
                 grown - read
             ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\ndaemon log:\n{}",
+        failures.join("\n"),
+        mount.log()
+    );
+}
+
+/// Through the disk cache on S3, an object's version is asked for once per interval.
+/// Here `over` is read (its chunks' versions asked for) near the end of a reading begun
+/// by a look at its sidecar, a row is rewritten at once, its `.npy` view is read just
+/// after the next reading begins (within the interval of those versions), and `over` is
+/// looked up again near that reading's end: a read of `over` begun twice the interval
+/// after the write must show the row. (It did not when a reading trusted versions asked
+/// for before it began, and the kernel kept a name for a whole interval after its
+/// reading was already old.)
+#[test]
+fn a_row_rewritten_on_s3_shows_through_the_disk_cache_within_twice_the_interval_by_any_name() {
+    let mut live = live_store_with(
+        "2",
+        true,
+        false,
+        &["--disk-cache", "DISK_CACHE", "--views", "raw,npy"],
+    );
+    let (steps, mount) = (&mut live.steps, &live.mount);
+    let mnt = mount.mountpoint.as_path();
+    let mut failures = Vec::new();
+    for k in 1..=8 {
+        // Everything read before is older than the interval.
+        std::thread::sleep(INTERVAL + INTERVAL / 5);
+        let read = Instant::now();
+        let at = |fraction: f64| read + INTERVAL.mul_f64(fraction);
+        let until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
+        std::fs::metadata(mount.path(".over.json")).expect("stat .over.json");
+        until(at(0.9));
+        over_row(mnt, 0).expect("read over");
+        let row = k % 4;
+        let rewritten = steps.run(&format!("over {row} {k}"));
+        until(at(1.85));
+        std::fs::metadata(mount.path(".over.json")).expect("stat .over.json");
+        std::fs::read(mount.path("over.npy")).expect("read over.npy");
+        until(at(2.8));
+        let _ = over_row(mnt, row);
+        match look_after_promise(rewritten, INTERVAL, || over_row(mnt, row)) {
+            Ok(v) if v == k as i64 => {}
+            seen => failures.push(format!(
+                "over row {row} = {k}: {seen:?} 2 x the interval after (the write took {:?})",
+                rewritten - at(0.9)
+            )),
         }
     }
     assert!(

@@ -249,6 +249,12 @@ impl Hierarchy {
         let store = store
             .at_version(&resolved.version)
             .unwrap_or_else(|| store.clone());
+        // Its chunks are read as new as the reading (not from what a cache learned of
+        // them before it began).
+        let store = match self.refresh {
+            Some(_) => store.learned_since(resolved.checked).unwrap_or(store),
+            None => store,
+        };
         Ok((meta, store))
     }
 
@@ -360,7 +366,8 @@ impl Hierarchy {
     /// The node at `path` as the catalog holds it now, dated `checked` (when what it was
     /// read from was read).
     fn resolve(&self, path: &str, checked: Instant) -> Result<Resolved> {
-        let (node, version) = match self.catalog.node(path)? {
+        let since = self.refresh.map(|_| checked);
+        let (node, version) = match self.catalog.node(path, since)? {
             Some((NodeMetadata::Array(mut a), version)) => {
                 a.version = match &version {
                     // Chunks may change under unchanged metadata: each reading is new.
@@ -373,7 +380,7 @@ impl Hierarchy {
                 (Node::Array(Arc::new(*a)), version)
             }
             Some((NodeMetadata::Group(g), version)) => (Node::Group(g), version),
-            None if path.is_empty() || self.catalog.has_nodes_below(path)? => {
+            None if path.is_empty() || self.catalog.has_nodes_below(path, since)? => {
                 (Node::ImplicitGroup, Version::Unknown)
             }
             None => return Err(Error::NotFound(path.to_string())),

@@ -163,7 +163,7 @@ impl Caps {
 }
 
 /// A read-only Zarr store. Keys use `/` separators and never start with `/`. Every method
-/// but the version hooks (`refresh`, `at_version`, `identity`, `names_bytes`) is required: a store built on
+/// but the version hooks (`refresh`, `as_of`, `learned_since`, `at_version`, `identity`, `names_bytes`) is required: a store built on
 /// another store says for each what it passes on.
 pub trait Store: Send + Sync {
     /// The whole value (`range` `None`) or part of it, with the version of the object it
@@ -190,6 +190,14 @@ pub trait Store: Send + Sync {
     /// [`Store::refresh`]): what it answers may date from then, and a reading of it is
     /// no newer. `None`: the store answers as it is when asked.
     fn as_of(&self) -> Option<std::time::Instant> {
+        None
+    }
+    /// The store reading nothing it learned of its objects before `at` (when a reading
+    /// of the hierarchy began): a store that remembers objects' versions for a while (the
+    /// disk cache, under a refresh interval) asks again for those it learned before then,
+    /// so that what the reading reads is as new as the reading. `None`: the store
+    /// remembers nothing of the kind, and serves as it is.
+    fn learned_since(&self, _at: std::time::Instant) -> Option<Arc<dyn Store>> {
         None
     }
     /// The store as it was at `version` (the version of a value read from it), for a
