@@ -4,26 +4,34 @@
 //! and logs each state it leaves), and eight readers list, stat and read the mount all
 //! the while. Every read must be made of chunks zarr-python wrote (never a torn chunk),
 //! must show every change made more than twice the interval before it was opened, and
-//! the only error allowed is ENOENT for a deleted array. Also: `zarrfs refresh` shows a
-//! change at once under an interval of an hour, and `--refresh off` never shows it.
+//! the only error allowed is ENOENT for a deleted array. Changes made one at a time
+//! (scripts/live_steps.py): each new array and each chunk rewritten in place is looked at
+//! until twice the interval after its write returned, and then must show; in a
+//! consolidated store, a grown array looked up by its sidecar's name first and then by
+//! its own. Also: `zarrfs refresh` shows a change at once under an interval of an hour,
+//! and `--refresh off` never shows it.
 
 mod common;
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::mount::{test_python, wait_until, Mount};
+use common::mount::{look_after_promise, test_python, wait_until, Mount, PROMISE_ALLOWANCE};
 use common::servers::s3s_fs;
 use common::{assert_no_failures, zarrfs, TempDir};
 use serde_json::Value;
 
 /// The refresh interval of the mounts, in seconds.
 const TTL: f64 = 1.0;
-/// Scheduling allowance on top of twice the interval (a busy machine).
-const SLACK: f64 = 0.5;
+/// The refresh interval of the mounts.
+const INTERVAL: Duration = Duration::from_secs(1);
+/// The allowance on top of twice the interval, from the writer's log line (written once
+/// its write returned).
+const SLACK: f64 = PROMISE_ALLOWANCE.as_secs_f64();
 const READERS: usize = 8;
 
 fn now() -> f64 {
@@ -283,7 +291,8 @@ fn readers_follow_a_changing_store(format: &str, s3: bool, disk_cache: bool) {
     let states = states(&log);
     let last = states.last().expect("states");
     // Twice the interval after the last change, a new open sees it all.
-    std::thread::sleep(Duration::from_secs_f64(2.0 * TTL + SLACK));
+    let written = Duration::from_secs_f64((now() - last.time).max(0.0));
+    std::thread::sleep((2 * INTERVAL + PROMISE_ALLOWANCE).saturating_sub(written));
     let mut failures = failures.into_inner().expect("failures");
     let mut now_seen = Vec::new();
     if let Err(e) = read_once(&mount.mountpoint, &mut now_seen) {
@@ -482,4 +491,337 @@ fn a_watched_local_folder_shows_a_metadata_change_at_once() {
             m.log()
         );
     }
+}
+
+/// scripts/live_steps.py: a store changed one step at a time, each step's write timed.
+struct Steps {
+    child: Child,
+    commands: Option<ChildStdin>,
+    answers: BufReader<ChildStdout>,
+}
+
+impl Steps {
+    /// The store at `store` (a folder, or `s3://live/live.zarr` on `endpoint`) made as
+    /// Zarr `format`, consolidated after each step when `consolidated`.
+    fn start(store: &str, format: &str, endpoint: Option<&str>, consolidated: bool) -> Steps {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/live_steps.py");
+        let mut command = match endpoint {
+            Some(url) => {
+                let mut c = Command::new(obstore_python());
+                c.env("ZARRFS_S3_ENDPOINT", url);
+                c
+            }
+            None => Command::new(test_python()),
+        };
+        command.arg(script).args([store, format]);
+        if consolidated {
+            command.arg("consolidated");
+        }
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start live_steps.py");
+        let commands = child.stdin.take();
+        let answers = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut steps = Steps {
+            child,
+            commands,
+            answers,
+        };
+        steps.answer("ready");
+        steps
+    }
+
+    fn answer(&mut self, expected: &str) {
+        let mut line = String::new();
+        self.answers
+            .read_line(&mut line)
+            .expect("live_steps.py answers");
+        assert_eq!(line.trim(), expected, "live_steps.py failed");
+    }
+
+    /// Make one change; when its write returned (as the test heard of it).
+    fn run(&mut self, command: &str) -> Instant {
+        let stdin = self.commands.as_mut().expect("stdin");
+        writeln!(stdin, "{command}").expect("write to live_steps.py");
+        stdin.flush().expect("flush");
+        self.answer("done");
+        Instant::now()
+    }
+}
+
+impl Drop for Steps {
+    fn drop(&mut self) {
+        drop(self.commands.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// A store made by live_steps.py and mounted with `--refresh 1s`: in a folder, or with
+/// `s3`, in a bucket of s3s-fs. Dropped in order: the writer, the mount, the server, the
+/// folders.
+struct LiveStore {
+    steps: Steps,
+    mount: Mount,
+    _server: Option<common::servers::Server>,
+    _tmp: TempDir,
+}
+
+fn live_store(format: &str, s3: bool, consolidated: bool) -> LiveStore {
+    live_store_with(format, s3, consolidated, &[])
+}
+
+/// [`live_store`], mounted with `extra` arguments too (`DISK_CACHE` in them stands for
+/// a folder of the store's).
+fn live_store_with(format: &str, s3: bool, consolidated: bool, extra: &[&str]) -> LiveStore {
+    let tmp = TempDir::new("live-steps");
+    let cache = tmp.path().join("disk-cache").to_string_lossy().into_owned();
+    let extra: Vec<&str> = extra
+        .iter()
+        .map(|a| {
+            if *a == "DISK_CACHE" {
+                cache.as_str()
+            } else {
+                a
+            }
+        })
+        .collect();
+    let buckets = tmp.path().join("buckets");
+    std::fs::create_dir_all(buckets.join("live")).expect("bucket");
+    let server = s3.then(|| s3s_fs(&buckets, None));
+    let (steps, mount) = match &server {
+        Some(server) => {
+            let steps = Steps::start(
+                "s3://live/live.zarr",
+                format,
+                Some(&server.url()),
+                consolidated,
+            );
+            let options = format!("endpoint={},allow_http=true,region=us-east-1", server.url());
+            let mut args = vec!["--refresh", "1s", "--anonymous", "-o", &options];
+            args.extend(&extra);
+            (steps, Mount::new(Path::new("s3://live/live.zarr"), &args))
+        }
+        None => {
+            let store = tmp.path().join("live.zarr");
+            let steps = Steps::start(&store.to_string_lossy(), format, None, consolidated);
+            let mut args = vec!["--refresh", "1s"];
+            args.extend(&extra);
+            (steps, Mount::new(&store, &args))
+        }
+    };
+    LiveStore {
+        steps,
+        mount,
+        _server: server,
+        _tmp: tmp,
+    }
+}
+
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Row `row` of `over` as a read opened now shows it: its one value, or what is wrong.
+fn over_row(mnt: &Path, row: usize) -> Result<i64, String> {
+    let bytes = std::fs::read(mnt.join("over")).map_err(|e| format!("over: {e}"))?;
+    check_over(&bytes).map(|rows| rows[row])
+}
+
+/// A reader that keeps the mount busy: lists it, stats every name, reads `over`, and
+/// stats the name of the next array before it exists (a name found missing).
+fn look_around(mnt: &Path, next: u64) {
+    let _ = std::fs::metadata(mnt.join(format!("extra_{next}")));
+    if let Ok(entries) = std::fs::read_dir(mnt) {
+        for entry in entries.flatten() {
+            let _ = std::fs::metadata(entry.path());
+        }
+    }
+    let _ = std::fs::read(mnt.join("over"));
+}
+
+/// Changes made one at a time, `changes` times: a new array (`extra_K`, every byte K),
+/// then a row of `over` rewritten in place with K. Each is looked at until twice the
+/// interval after its write returned (and the allowance), by a checker of its own while
+/// four readers keep the mount busy; a `stat` of the new name and a read of the new
+/// array, and a read of `over`, begun after that, must show it (a later rewrite of the
+/// row may show instead).
+fn changes_show_within_the_promise(format: &str, s3: bool, consolidated: bool, changes: u64) {
+    let mut live = live_store(format, s3, consolidated);
+    let (steps, mount) = (&mut live.steps, &live.mount);
+    let mnt = mount.mountpoint.as_path();
+    let next = AtomicU64::new(1);
+    let stop = AtomicBool::new(false);
+    let failures = Mutex::new(Vec::new());
+    let fail = |e: String| failures.lock().expect("failures").push(e);
+    std::thread::scope(|s| {
+        // The readers stop however this ends (a failed step too).
+        let _stop = StopOnDrop(&stop);
+        for _ in 0..4 {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    look_around(mnt, next.load(Ordering::Relaxed));
+                }
+            });
+        }
+        let mut checks = Vec::new();
+        for k in 1..=changes {
+            next.store(k, Ordering::Relaxed);
+            // The readers look for the name while it is missing.
+            std::thread::sleep(Duration::from_millis(100));
+            let name = format!("extra_{k}");
+            let made = steps.run(&format!("make {name} {k}"));
+            let row = (k % 4) as usize;
+            let rewritten = steps.run(&format!("over {row} {k}"));
+            let fail = &fail;
+            checks.push(s.spawn(move || {
+                let stat = look_after_promise(made, INTERVAL, || {
+                    std::fs::metadata(mnt.join(&name)).map(|m| m.len())
+                });
+                match stat {
+                    Ok(8) => {}
+                    Ok(n) => fail(format!("{name}: {n} bytes")),
+                    Err(e) => fail(format!("{name}: stat 2 x the interval after: {e}")),
+                }
+                match std::fs::read(mnt.join(&name)) {
+                    Ok(b) if b == [(k % 256) as u8; 8] => {}
+                    got => fail(format!("{name}: read {got:?}")),
+                }
+                match look_after_promise(rewritten, INTERVAL, || over_row(mnt, row)) {
+                    Ok(v) if v >= k as i64 => {}
+                    got => fail(format!(
+                        "over row {row} = {k}: read 2 x the interval after: {got:?}"
+                    )),
+                }
+            }));
+        }
+        for check in checks {
+            check.join().expect("checker");
+        }
+    });
+    let failures = failures.into_inner().expect("failures");
+    assert!(
+        failures.is_empty(),
+        "{} of {changes} new arrays and as many rewritten rows late:\n{}\ndaemon log:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        mount.log()
+    );
+}
+
+#[test]
+fn new_arrays_and_rewritten_chunks_of_a_v2_store_show_within_twice_the_interval() {
+    changes_show_within_the_promise("2", false, false, 60);
+}
+
+#[test]
+fn new_arrays_and_rewritten_chunks_of_a_v2_store_on_s3_show_within_twice_the_interval() {
+    changes_show_within_the_promise("2", true, false, 80);
+}
+
+#[test]
+fn new_arrays_and_rewritten_chunks_of_a_consolidated_v2_store_on_s3_show_within_twice_the_interval()
+{
+    changes_show_within_the_promise("2", true, true, 60);
+}
+
+/// In a consolidated store on S3, the consolidated metadata is read once per interval,
+/// by whichever look is first past it. Here a look at `over` reads it, the array `grow`
+/// grows by a row (and the store is consolidated again), then `grow` is looked up by its
+/// sidecar's name near the end of that interval and by its own name near the end of the
+/// next: a `stat` of `grow` begun twice the interval after the write must show the new
+/// row. (It did not when a node read from consolidated metadata counted as read when it
+/// was looked at rather than when that metadata was read, and the kernel kept a name for
+/// a whole interval after its reading was already old.)
+#[test]
+fn a_consolidated_store_on_s3_shows_a_grown_array_within_twice_the_interval_by_any_name() {
+    let mut live = live_store("2", true, true);
+    let (steps, mount) = (&mut live.steps, &live.mount);
+    let size = |name: &str| std::fs::metadata(mount.path(name)).map(|m| m.len());
+    let mut rows = 1;
+    let mut failures = Vec::new();
+    for _ in 0..8 {
+        // Everything read before is older than the interval.
+        std::thread::sleep(INTERVAL + INTERVAL / 5);
+        let read = Instant::now();
+        size(".over.json").expect("stat .over.json");
+        let grown = steps.run("grow");
+        rows += 1;
+        let at = |fraction: f64| read + INTERVAL.mul_f64(fraction);
+        let until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
+        until(at(0.9));
+        size(".grow.json").expect("stat .grow.json");
+        until(at(1.85));
+        let _ = size("grow");
+        let seen = look_after_promise(grown, INTERVAL, || size("grow"));
+        if seen.as_ref().ok() != Some(&(rows * 16)) {
+            failures.push(format!(
+                "grow of {rows} rows: {seen:?} 2 x the interval after (the write took {:?})",
+                grown - read
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\ndaemon log:\n{}",
+        failures.join("\n"),
+        mount.log()
+    );
+}
+
+/// Through the disk cache on S3, an object's version is asked for once per interval.
+/// Here `over` is read (its chunks' versions asked for) near the end of a reading begun
+/// by a look at its sidecar, a row is rewritten at once, its `.npy` view is read just
+/// after the next reading begins (within the interval of those versions), and `over` is
+/// looked up again near that reading's end: a read of `over` begun twice the interval
+/// after the write must show the row. (It did not when a reading trusted versions asked
+/// for before it began, and the kernel kept a name for a whole interval after its
+/// reading was already old.)
+#[test]
+fn a_row_rewritten_on_s3_shows_through_the_disk_cache_within_twice_the_interval_by_any_name() {
+    let mut live = live_store_with(
+        "2",
+        true,
+        false,
+        &["--disk-cache", "DISK_CACHE", "--views", "raw,npy"],
+    );
+    let (steps, mount) = (&mut live.steps, &live.mount);
+    let mnt = mount.mountpoint.as_path();
+    let mut failures = Vec::new();
+    for k in 1..=8 {
+        // Everything read before is older than the interval.
+        std::thread::sleep(INTERVAL + INTERVAL / 5);
+        let read = Instant::now();
+        let at = |fraction: f64| read + INTERVAL.mul_f64(fraction);
+        let until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
+        std::fs::metadata(mount.path(".over.json")).expect("stat .over.json");
+        until(at(0.9));
+        over_row(mnt, 0).expect("read over");
+        let row = k % 4;
+        let rewritten = steps.run(&format!("over {row} {k}"));
+        until(at(1.85));
+        std::fs::metadata(mount.path(".over.json")).expect("stat .over.json");
+        std::fs::read(mount.path("over.npy")).expect("read over.npy");
+        until(at(2.8));
+        let _ = over_row(mnt, row);
+        match look_after_promise(rewritten, INTERVAL, || over_row(mnt, row)) {
+            Ok(v) if v == k as i64 => {}
+            seen => failures.push(format!(
+                "over row {row} = {k}: {seen:?} 2 x the interval after (the write took {:?})",
+                rewritten - at(0.9)
+            )),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\ndaemon log:\n{}",
+        failures.join("\n"),
+        mount.log()
+    );
 }

@@ -207,7 +207,9 @@ impl Filesystem for FuseAdapter {
                     kernel.drop_inodes(&[found.attr.ino]);
                 }
                 let generation = Generation(found.attr.generation);
-                reply.entry(&fs.attr_ttl(), &owner.attr(&found.attr), generation)
+                // Asked last, so that the time the answer took counts against it.
+                let ttl = fs.entry_ttl(found.attr.ino);
+                reply.entry(&ttl, &owner.attr(&found.attr), generation)
             })
         })
     }

@@ -15,6 +15,7 @@ mod xattr;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -111,6 +112,9 @@ pub struct ZarrFs {
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
+
+/// A directory entry's name and the node it stands for.
+type Named = (String, Node);
 
 /// Of the memory given to chunks (`--cache-size`), what decoded chunks may keep: the
 /// rest (a sixteenth, at most 64 MiB) is for chunks being read and decoded.
@@ -212,12 +216,32 @@ impl ZarrFs {
         }
     }
 
-    /// How long the kernel may keep entries and attributes: the refresh interval (or, with
-    /// none, a day: they never change).
-    pub fn attr_ttl(&self) -> std::time::Duration {
+    /// How long the kernel may keep attributes: the refresh interval (or, with none, a
+    /// day: they never change). An inode's attributes never change (a node read again is
+    /// another inode); its name is what [`ZarrFs::entry_ttl`] bounds.
+    pub fn attr_ttl(&self) -> Duration {
         self.hierarchy
             .refresh_interval()
-            .unwrap_or(std::time::Duration::from_secs(24 * 3600))
+            .unwrap_or(Duration::from_secs(24 * 3600))
+    }
+
+    /// How long the kernel may keep the name of `ino`, just looked up: what is left of
+    /// the refresh interval since the reading of its node that the inode stands for (a
+    /// file's) or that was looked at (a directory's), so that the kernel never holds a
+    /// name past the reading it came from, however long the answer took; with no
+    /// interval, a day.
+    pub fn entry_ttl(&self, ino: u64) -> Duration {
+        let Some(interval) = self.hierarchy.refresh_interval() else {
+            return self.attr_ttl();
+        };
+        let Ok(entry) = self.entry(ino) else {
+            return Duration::ZERO;
+        };
+        let read_at = match &entry.node {
+            Node::Dir(path) => self.hierarchy.version(path).ok().map(|(_, at)| at),
+            _ => entry.stamp.read_at,
+        };
+        read_at.map_or(Duration::ZERO, |at| interval.saturating_sub(at.elapsed()))
     }
 
     /// The parent and name of each of `inodes` (the root has none).
@@ -360,15 +384,21 @@ impl ZarrFs {
     }
 
     /// The entries of the directory at `dir`, with the node each name stands for.
-    fn entries(&self, dir: &str) -> Result<Vec<(String, Node)>> {
+    fn entries(&self, dir: &str) -> Result<Vec<Named>> {
+        self.entries_read(dir).map(|(names, _)| names)
+    }
+
+    /// [`ZarrFs::entries`], and when the hierarchy's listing they come from was read
+    /// (`None`: the mount's one file, a root array, which has no listing).
+    fn entries_read(&self, dir: &str) -> Result<(Vec<Named>, Option<Instant>)> {
         if let (Some(name), true) = (&self.root_array, dir.is_empty()) {
-            return Ok(self.array_entries(name, "", &HashSet::new()));
+            return Ok((self.array_entries(name, "", &HashSet::new()), None));
         }
         let mut names = vec![(
             GROUP_SIDECAR.to_string(),
             Node::GroupSidecar(dir.to_string()),
         )];
-        let children = self.hierarchy.children(dir)?;
+        let (children, listed) = self.hierarchy.listing(dir)?;
         let taken: HashSet<String> = children.iter().map(|(n, _)| n.clone()).collect();
         for (name, kind) in children {
             let path = join(dir, &name);
@@ -388,7 +418,7 @@ impl ZarrFs {
             }
             same
         });
-        Ok(names)
+        Ok((names, Some(listed)))
     }
 
     fn entry(&self, ino: u64) -> Result<Arc<Entry>> {
@@ -505,15 +535,16 @@ impl ZarrFs {
                 return Ok(listing.clone());
             }
         }
+        let (entries, listed) = self.entries_read(&dir)?;
+        // Good for as long as the hierarchy's listing it was made of.
         let stamp = Stamp {
-            read_at: Some(std::time::Instant::now()),
+            read_at: Some(listed.unwrap_or_else(Instant::now)),
             ..stamp
         };
         let free = |ino| self.number_free(ino);
         // An array's files (raw, views, sidecar) are of one reading of it, looked up once.
         let mut readings: HashMap<(bool, String), Reading> = HashMap::new();
-        let listing: Vec<DirEntry> = self
-            .entries(&dir)?
+        let listing: Vec<DirEntry> = entries
             .into_iter()
             .map(|(name, node)| {
                 let kind = match node {

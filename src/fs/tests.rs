@@ -998,3 +998,80 @@ fn a_number_renewed_shows_its_new_reading_and_an_open_file_keeps_another_inode()
     assert_eq!(fs.getattr(first.ino).unwrap().size, 3);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The filesystem over the folder `dir`, refreshed every `interval`.
+fn refreshing_fs(dir: &std::path::Path, interval: std::time::Duration) -> ZarrFs {
+    let store = Arc::new(FolderStore::open(dir).unwrap());
+    let hierarchy = Hierarchy::open(store).unwrap().with_refresh(Some(interval));
+    let options = FsOptions {
+        layout: Layout {
+            order: Order::C,
+            big_endian: false,
+        },
+        cache_bytes: 1 << 20,
+        prefetch_threads: 1,
+        views: "raw".parse().unwrap(),
+    };
+    ZarrFs::new(hierarchy, options, "t.zarr")
+}
+
+#[test]
+fn the_kernel_keeps_a_name_no_longer_than_the_reading_it_came_from() {
+    let dir = std::env::temp_dir().join(format!("zarrfs-entry-ttl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    write_v2_array(&dir.join("a"), "|u1", 3, &[1, 2, 3]);
+    std::fs::create_dir_all(dir.join("g")).unwrap();
+    std::fs::write(dir.join("g/.zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    let interval = std::time::Duration::from_secs(3600);
+    let fs = refreshing_fs(&dir, interval);
+    // Read once (the sidecar's lookup reads the node), then looked up by another name
+    // a while later: the same reading, with that much less of the interval left.
+    let sidecar = fs.lookup(ROOT, ".a.json").unwrap();
+    let read = std::time::Instant::now();
+    assert!(fs.entry_ttl(sidecar.ino) <= interval);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let a = fs.lookup(ROOT, "a").unwrap();
+    assert!(
+        fs.entry_ttl(a.ino) <= interval - read.elapsed(),
+        "{:?} of {interval:?} after {:?}",
+        fs.entry_ttl(a.ino),
+        read.elapsed()
+    );
+    let g = fs.lookup(ROOT, "g").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(fs.entry_ttl(g.ino) < interval);
+    // Attributes of an inode never change: they keep the whole interval.
+    assert_eq!(fs.attr_ttl(), interval);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_listing_made_again_from_the_hierarchy_is_as_old_as_the_hierarchy_s_listing() {
+    let dir = std::env::temp_dir().join(format!("zarrfs-listing-age-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    write_v2_array(&dir.join("a"), "|u1", 3, &[1, 2, 3]);
+    let interval = std::time::Duration::from_millis(400);
+    let fs = refreshing_fs(&dir, interval);
+    assert_eq!(names(&fs, ROOT), [".a.json", ".group.json", "a"]);
+    let listed = std::time::Instant::now();
+    // Half an interval later the kernel forgets a file of the listing, which makes it
+    // again, from the hierarchy's listing read at first.
+    std::thread::sleep(interval / 2);
+    let a = fs.lookup(ROOT, "a").unwrap();
+    fs.forget(a.ino, 1);
+    assert_eq!(names(&fs, ROOT), [".a.json", ".group.json", "a"]);
+    write_v2_array(&dir.join("b"), "|u1", 1, &[9]);
+    // Once the first listing is older than the interval, a listing shows the new array.
+    while listed.elapsed() <= interval {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        names(&fs, ROOT),
+        [".a.json", ".b.json", ".group.json", "a", "b"]
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -249,6 +249,12 @@ impl Hierarchy {
         let store = store
             .at_version(&resolved.version)
             .unwrap_or_else(|| store.clone());
+        // Its chunks are read as new as the reading (not from what a cache learned of
+        // them before it began).
+        let store = match self.refresh {
+            Some(_) => store.learned_since(resolved.checked).unwrap_or(store),
+            None => store,
+        };
         Ok((meta, store))
     }
 
@@ -282,19 +288,52 @@ impl Hierarchy {
         if known.is_some() || missing_since.is_some() {
             self.reload_catalog();
         }
-        match self.resolve(&path) {
+        let started = self.reading_start();
+        // A catalog that could not be read again holds a reading older than the
+        // interval: a node read before stays as it was (as when its document cannot be
+        // read), rather than being made anew from that same reading at every look.
+        if let Some(node) = known.as_ref().filter(|n| !n.forced) {
+            if self.is_stale(started) {
+                return Ok(node.clone());
+            }
+        }
+        match self.resolve(&path, started) {
             Ok(node) => {
-                self.missing.lock().remove(&path);
-                self.nodes.lock().insert(path, node.clone());
+                {
+                    let mut missing = self.missing.lock();
+                    if missing.get(&path).is_some_and(|&t| t <= started) {
+                        missing.remove(&path);
+                    }
+                }
+                let mut nodes = self.nodes.lock();
+                // Of two readings made at once, the one that began later stays.
+                if let Some(newer) = nodes
+                    .get(&path)
+                    .filter(|n| !n.forced && n.checked > started)
+                {
+                    return Ok(newer.clone());
+                }
+                nodes.insert(path, node.clone());
                 Ok(node)
             }
             Err(Error::NotFound(what)) => {
-                self.nodes.lock().remove(&path);
+                {
+                    let mut nodes = self.nodes.lock();
+                    if let Some(newer) = nodes
+                        .get(&path)
+                        .filter(|n| !n.forced && n.checked > started)
+                    {
+                        return Ok(newer.clone());
+                    }
+                    nodes.remove(&path);
+                }
                 let mut missing = self.missing.lock();
                 if missing.len() >= MAX_MISSING {
                     missing.clear();
                 }
-                missing.insert(path, Instant::now());
+                // Missing as of when the look began, not when it ended.
+                let since = missing.entry(path).or_insert(started);
+                *since = (*since).max(started);
                 Err(Error::NotFound(what))
             }
             // A node read before and unreadable now (a store that does not answer, a
@@ -310,6 +349,13 @@ impl Hierarchy {
         }
     }
 
+    /// When what is read of the store now dates from: now, or the catalog's last reading
+    /// of its consolidated metadata (or of its store's version) when it keeps one.
+    fn reading_start(&self) -> Instant {
+        let now = Instant::now();
+        self.catalog.as_of().map_or(now, |at| at.min(now))
+    }
+
     /// The catalog's consolidated metadata read again when older than the interval.
     fn reload_catalog(&self) {
         if let Err(e) = self.catalog.reload(self.refresh) {
@@ -317,9 +363,11 @@ impl Hierarchy {
         }
     }
 
-    fn resolve(&self, path: &str) -> Result<Resolved> {
-        let checked = Instant::now();
-        let (node, version) = match self.catalog.node(path)? {
+    /// The node at `path` as the catalog holds it now, dated `checked` (when what it was
+    /// read from was read).
+    fn resolve(&self, path: &str, checked: Instant) -> Result<Resolved> {
+        let since = self.refresh.map(|_| checked);
+        let (node, version) = match self.catalog.node(path, since)? {
             Some((NodeMetadata::Array(mut a), version)) => {
                 a.version = match &version {
                     // Chunks may change under unchanged metadata: each reading is new.
@@ -332,7 +380,7 @@ impl Hierarchy {
                 (Node::Array(Arc::new(*a)), version)
             }
             Some((NodeMetadata::Group(g), version)) => (Node::Group(g), version),
-            None if path.is_empty() || self.catalog.has_nodes_below(path)? => {
+            None if path.is_empty() || self.catalog.has_nodes_below(path, since)? => {
                 (Node::ImplicitGroup, Version::Unknown)
             }
             None => return Err(Error::NotFound(path.to_string())),
@@ -348,18 +396,33 @@ impl Hierarchy {
     /// The children of the group at `path`, sorted by name, with their kinds (listed
     /// again once older than the refresh interval).
     pub fn children(&self, path: &str) -> Result<Vec<(String, NodeKind)>> {
+        self.listing(path).map(|(children, _)| children)
+    }
+
+    /// [`Hierarchy::children`], and when the listing was read (what is made of it dates
+    /// from then).
+    pub fn listing(&self, path: &str) -> Result<(Vec<(String, NodeKind)>, Instant)> {
         let path = normalize(path);
         let known = self.listings.lock().get(&path).cloned();
-        if let Some((hit, at)) = known {
-            if !self.is_stale(at) {
-                return Ok(hit);
+        if let Some((hit, at)) = &known {
+            if !self.is_stale(*at) {
+                return Ok((hit.clone(), *at));
             }
             self.reload_catalog();
         }
-        let at = Instant::now();
+        let at = self.reading_start();
+        // The catalog could not be read again: the listing stays as it was.
+        if let Some(kept) = known.filter(|_| self.is_stale(at)) {
+            return Ok(kept);
+        }
         let children = self.list_children(&path)?;
-        self.listings.lock().insert(path, (children.clone(), at));
-        Ok(children)
+        let mut listings = self.listings.lock();
+        // Of two listings made at once, the one that began later stays.
+        if let Some(newer) = listings.get(&path).filter(|(_, t)| *t > at) {
+            return Ok(newer.clone());
+        }
+        listings.insert(path, (children.clone(), at));
+        Ok((children, at))
     }
 
     fn list_children(&self, path: &str) -> Result<Vec<(String, NodeKind)>> {
@@ -542,5 +605,130 @@ mod tests {
         h.refresh("a").unwrap();
         assert!(matches!(h.node("a"), Err(Error::NotFound(_))));
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A store that answers reads slowly (the time each one began is kept), or holds the
+    /// first read of one key until let go.
+    struct Slow {
+        inner: MemoryStore,
+        delay: std::time::Duration,
+        reads: Mutex<Vec<Instant>>,
+        hold: Option<(String, Mutex<std::sync::mpsc::Receiver<()>>)>,
+        held: std::sync::atomic::AtomicBool,
+    }
+
+    impl Slow {
+        fn new(inner: MemoryStore, delay: std::time::Duration) -> Slow {
+            Slow {
+                inner,
+                delay,
+                reads: Mutex::new(Vec::new()),
+                hold: None,
+                held: Default::default(),
+            }
+        }
+    }
+
+    impl Store for Slow {
+        fn read(
+            &self,
+            key: &str,
+            r: Option<crate::store::ByteRange>,
+        ) -> Result<Option<crate::store::Value>> {
+            self.reads.lock().push(Instant::now());
+            if let Some((k, go)) = &self.hold {
+                if k == key && !self.held.swap(true, Ordering::SeqCst) {
+                    let _ = go.lock().recv();
+                }
+            }
+            std::thread::sleep(self.delay);
+            self.inner.read(key, r)
+        }
+        fn list_dir(&self, prefix: &str) -> Result<crate::store::Listing> {
+            std::thread::sleep(self.delay);
+            self.inner.list_dir(prefix)
+        }
+        fn head(&self, key: &str) -> Result<Option<crate::store::Head>> {
+            self.inner.head(key)
+        }
+        fn will_need(&self, _key: &str) {}
+        fn caps(&self) -> crate::store::Caps {
+            self.inner.caps()
+        }
+    }
+
+    fn group_store() -> MemoryStore {
+        let mut store = MemoryStore::new();
+        store.insert(".zgroup", br#"{"zarr_format": 2}"#.to_vec());
+        store.insert("a/.zarray", ZARRAY.as_bytes().to_vec());
+        store
+    }
+
+    #[test]
+    fn a_name_found_missing_is_missing_as_of_when_the_look_began() {
+        let store = Arc::new(Slow::new(
+            group_store(),
+            std::time::Duration::from_millis(20),
+        ));
+        let h = Hierarchy::open(store.clone())
+            .unwrap()
+            .with_refresh(Some(std::time::Duration::from_secs(3600)));
+        store.reads.lock().clear();
+        assert!(matches!(h.node("new"), Err(Error::NotFound(_))));
+        let first_read = store.reads.lock()[0];
+        let since = h.missing.lock()["new"];
+        // Dated before the store was asked, not after its (slow) answers.
+        assert!(since <= first_read, "{:?} after", since - first_read);
+    }
+
+    #[test]
+    fn of_two_readings_made_at_once_the_later_one_stays() {
+        let (go, wait) = std::sync::mpsc::channel();
+        let mut slow = Slow::new(group_store(), std::time::Duration::ZERO);
+        slow.hold = Some(("a/.zarray".into(), Mutex::new(wait)));
+        let slow = Arc::new(slow);
+        let h = Arc::new(
+            Hierarchy::open(slow.clone())
+                .unwrap()
+                .with_refresh(Some(std::time::Duration::from_secs(3600))),
+        );
+        // The first look at `a` waits in the store; a second one, begun later, ends first.
+        let first = {
+            let h = h.clone();
+            std::thread::spawn(move || h.version("a").map(|_| ()))
+        };
+        while !slow.held.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let begun = Instant::now();
+        assert!(h.version("a").unwrap().1 >= begun);
+        go.send(()).unwrap();
+        first.join().unwrap().unwrap();
+        let (_, kept) = h.version("a").unwrap();
+        assert!(kept >= begun, "the earlier reading replaced the later one");
+    }
+
+    #[test]
+    fn nodes_and_listings_read_from_consolidated_metadata_date_from_its_reading() {
+        let zmeta = serde_json::json!({"zarr_consolidated_format": 1, "metadata": {
+            ".zgroup": {"zarr_format": 2},
+            "a/.zarray": serde_json::from_str::<Value>(ZARRAY).unwrap(),
+        }});
+        let mut store = MemoryStore::new();
+        store.insert(".zmetadata", zmeta.to_string().into_bytes());
+        let before = Instant::now();
+        let h = Hierarchy::open(Arc::new(store))
+            .unwrap()
+            .with_refresh(Some(std::time::Duration::from_secs(3600)));
+        let read = Instant::now();
+        assert!(!h.nodes.lock().contains_key("a"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Read now, from the consolidated metadata read at open: as old as that.
+        let (_, checked) = h.version("a").unwrap();
+        assert!(checked >= before && checked <= read, "{checked:?}");
+        let (_, listed) = h.listing("").unwrap();
+        assert!(listed >= before && listed <= read, "{listed:?}");
+        assert!(matches!(h.node("b"), Err(Error::NotFound(_))));
+        assert!(h.missing.lock()["b"] <= read);
     }
 }

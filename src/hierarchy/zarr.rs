@@ -3,7 +3,7 @@
 //! without metadata (implicit) found by looking below a folder for a node's documents.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 
@@ -27,7 +27,7 @@ pub struct ZarrCatalog {
     /// The consolidated metadata, when the store had some at open (read again by
     /// [`ZarrCatalog::reload`]).
     consolidated: RwLock<Option<Arc<Consolidated>>>,
-    /// When it was read.
+    /// When it was read (the start of the reading its nodes date from).
     read_at: ReadAgain,
 }
 
@@ -35,12 +35,13 @@ impl ZarrCatalog {
     /// The catalog of `store`, its layout found from the root's documents; fails when the
     /// store holds no Zarr hierarchy.
     pub fn open(store: Arc<dyn Store>) -> Result<ZarrCatalog> {
+        let started = Instant::now();
         if let Some(found) = layout::detect(&*store)? {
             return Ok(ZarrCatalog {
                 store,
                 layout: found.layout,
                 consolidated: RwLock::new(found.consolidated.map(Arc::new)),
-                read_at: ReadAgain::now(),
+                read_at: ReadAgain::at(started),
             });
         }
         // No root document: an implicit root group (v2 and v3 nodes are both found).
@@ -48,9 +49,10 @@ impl ZarrCatalog {
             store,
             layout: Layout::V3,
             consolidated: RwLock::new(None),
-            read_at: ReadAgain::now(),
+            read_at: ReadAgain::at(started),
         };
-        if catalog.contains_node("", IMPLICIT_DEPTH, &mut { IMPLICIT_BUDGET })? {
+        let store = catalog.store.clone();
+        if catalog.contains_node(&*store, "", IMPLICIT_DEPTH, &mut { IMPLICIT_BUDGET })? {
             return Ok(catalog);
         }
         Err(Error::Invalid(
@@ -62,8 +64,16 @@ impl ZarrCatalog {
         self.consolidated.read().clone()
     }
 
-    /// A document, from consolidated metadata when the store has it.
-    fn doc(&self, key: &str) -> Result<Option<Doc>> {
+    /// The store as a reading that began at `since` reads it (see
+    /// [`Store::learned_since`]); the store itself with no such time.
+    fn reader(&self, since: Option<Instant>) -> Arc<dyn Store> {
+        since
+            .and_then(|at| self.store.learned_since(at))
+            .unwrap_or_else(|| self.store.clone())
+    }
+
+    /// A document, from consolidated metadata when the store has it, else from `store`.
+    fn doc(&self, store: &dyn Store, key: &str) -> Result<Option<Doc>> {
         let consolidated = self.consolidated();
         let covered = consolidated.as_ref().and_then(|c| {
             let value = self.layout.consolidated_doc(&c.docs, key)?;
@@ -74,13 +84,19 @@ impl ZarrCatalog {
         });
         match covered {
             Some(doc) => Ok(doc),
-            None => layout::read_doc(&*self.store, key),
+            None => layout::read_doc(store, key),
         }
     }
 
     /// Whether any node lies below the folder of `path` (within `depth` levels), spending
     /// at most `budget` store requests.
-    fn contains_node(&self, path: &str, depth: usize, budget: &mut usize) -> Result<bool> {
+    fn contains_node(
+        &self,
+        store: &dyn Store,
+        path: &str,
+        depth: usize,
+        budget: &mut usize,
+    ) -> Result<bool> {
         if let Some(c) = self.consolidated() {
             let prefix = v3::prefix_of(path);
             return Ok(c.docs.keys().any(|k| k.starts_with(&prefix)));
@@ -89,7 +105,7 @@ impl ZarrCatalog {
             return Ok(false);
         }
         *budget -= 1;
-        let listing = self.store.list_dir(&self.layout.folder(path))?;
+        let listing = store.list_dir(&self.layout.folder(path))?;
         let Some(markers) = self.layout.node_markers() else {
             return Ok(!listing.keys.is_empty() || !listing.prefixes.is_empty());
         };
@@ -102,12 +118,12 @@ impl ZarrCatalog {
                 }
                 *budget -= 1;
                 // A marker that exists but cannot be read still marks a node.
-                match self.store.read(&format!("{child_prefix}{m}"), None) {
+                match store.read(&format!("{child_prefix}{m}"), None) {
                     Ok(None) | Err(Error::InvalidKey(_)) => {}
                     Ok(Some(_)) | Err(_) => return Ok(true),
                 }
             }
-            if self.contains_node(&child, depth - 1, budget)? {
+            if self.contains_node(store, &child, depth - 1, budget)? {
                 return Ok(true);
             }
         }
@@ -118,8 +134,15 @@ impl ZarrCatalog {
 impl ZarrCatalog {
     /// The node with metadata of its own at `path`, and the version of the metadata it
     /// was read from; `None` when there is none (the path may still be an implicit group).
-    pub fn node(&self, path: &str) -> Result<Option<(NodeMetadata, Version)>> {
-        self.layout.read_node(path, &|key| self.doc(key))
+    /// Read as a reading that began at `since` reads the store (see
+    /// [`Store::learned_since`]).
+    pub fn node(
+        &self,
+        path: &str,
+        since: Option<Instant>,
+    ) -> Result<Option<(NodeMetadata, Version)>> {
+        let store = self.reader(since);
+        self.layout.read_node(path, &|key| self.doc(&*store, key))
     }
 
     /// The names that may be children of the group at `path`, in any order (each is
@@ -144,9 +167,10 @@ impl ZarrCatalog {
     }
 
     /// Whether any node lies below `path`, which then is an implicit group.
-    pub fn has_nodes_below(&self, path: &str) -> Result<bool> {
+    pub fn has_nodes_below(&self, path: &str, since: Option<Instant>) -> Result<bool> {
         let mut budget = IMPLICIT_BUDGET;
-        if self.contains_node(path, IMPLICIT_DEPTH, &mut budget)? {
+        let store = self.reader(since);
+        if self.contains_node(&*store, path, IMPLICIT_DEPTH, &mut budget)? {
             return Ok(true);
         }
         if budget == 0 {
@@ -176,16 +200,30 @@ impl ZarrCatalog {
             return Ok(());
         }
         // One reader reloads; the others go on with what is there.
-        if !self.read_at.due(max_age) {
+        let Some(started) = self.read_at.due(max_age) else {
             return Ok(());
-        }
-        let found = layout::detect(&*self.store)?.and_then(|d| d.consolidated);
+        };
+        let found = layout::detect(&*self.reader(Some(started)))?.and_then(|d| d.consolidated);
         match found {
-            Some(c) => *self.consolidated.write() = Some(Arc::new(c)),
+            Some(c) => {
+                *self.consolidated.write() = Some(Arc::new(c));
+                self.read_at.read(started);
+            }
             None => log::warn!(
                 "refresh: the store's consolidated metadata is gone; kept as read before"
             ),
         }
         Ok(())
+    }
+
+    /// When what the catalog answers was read: its consolidated metadata's reading, or
+    /// the store's own ([`Store::as_of`]); `None` when it reads the store as it is.
+    /// A node or listing made from it dates from then, not from when it was made.
+    pub fn as_of(&self) -> Option<Instant> {
+        let consolidated = self.consolidated().is_some().then(|| self.read_at.as_of());
+        match (consolidated, self.store.as_of()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }

@@ -163,7 +163,7 @@ impl Caps {
 }
 
 /// A read-only Zarr store. Keys use `/` separators and never start with `/`. Every method
-/// but the version hooks (`refresh`, `at_version`, `identity`, `names_bytes`) is required: a store built on
+/// but the version hooks (`refresh`, `as_of`, `learned_since`, `at_version`, `identity`, `names_bytes`) is required: a store built on
 /// another store says for each what it passes on.
 pub trait Store: Send + Sync {
     /// The whole value (`range` `None`) or part of it, with the version of the object it
@@ -185,6 +185,20 @@ pub trait Store: Send + Sync {
     /// has nothing to read again; a store built on another passes it on.
     fn refresh(&self, _max_age: Option<std::time::Duration>) -> Result<()> {
         Ok(())
+    }
+    /// When the store last read what it resolves its version from (see
+    /// [`Store::refresh`]): what it answers may date from then, and a reading of it is
+    /// no newer. `None`: the store answers as it is when asked.
+    fn as_of(&self) -> Option<std::time::Instant> {
+        None
+    }
+    /// The store reading nothing it learned of its objects before `at` (when a reading
+    /// of the hierarchy began): a store that remembers objects' versions for a while (the
+    /// disk cache, under a refresh interval) asks again for those it learned before then,
+    /// so that what the reading reads is as new as the reading. `None`: the store
+    /// remembers nothing of the kind, and serves as it is.
+    fn learned_since(&self, _at: std::time::Instant) -> Option<Arc<dyn Store>> {
+        None
     }
     /// The store as it was at `version` (the version of a value read from it), for a
     /// store that moves from version to version (an Icechunk branch whose tip moves):
@@ -208,24 +222,49 @@ pub trait Store: Send + Sync {
 
 /// When something kept was last read again, so that it is read again at most once per
 /// interval: the first caller past the interval takes the turn, the others go on with
-/// what is kept.
-pub struct ReadAgain(parking_lot::Mutex<std::time::Instant>);
+/// what is kept. It also remembers when what is kept was last read successfully: what it
+/// answers dates from then ([`ReadAgain::as_of`]).
+pub struct ReadAgain(parking_lot::Mutex<ReadTimes>);
+
+struct ReadTimes {
+    /// The last turn taken.
+    turn: std::time::Instant,
+    /// The start of the last reading that succeeded.
+    read: std::time::Instant,
+}
 
 impl ReadAgain {
     /// Read just now.
     pub fn now() -> ReadAgain {
-        ReadAgain(parking_lot::Mutex::new(std::time::Instant::now()))
+        ReadAgain::at(std::time::Instant::now())
     }
 
-    /// Whether the caller is to read again now: the last reading is older than
-    /// `max_age` (`None`: whatever its age), and the turn is taken.
-    pub fn due(&self, max_age: Option<std::time::Duration>) -> bool {
-        let mut at = self.0.lock();
-        if max_age.is_some_and(|age| at.elapsed() < age) {
-            return false;
+    /// Read at `at` (taken before the reading began).
+    pub fn at(at: std::time::Instant) -> ReadAgain {
+        ReadAgain(parking_lot::Mutex::new(ReadTimes { turn: at, read: at }))
+    }
+
+    /// Whether the caller is to read again now: the last turn is older than `max_age`
+    /// (`None`: whatever its age), and the turn is taken; `Some(when)` it was taken,
+    /// which the caller passes to [`ReadAgain::read`] once its reading succeeded.
+    pub fn due(&self, max_age: Option<std::time::Duration>) -> Option<std::time::Instant> {
+        let mut times = self.0.lock();
+        if max_age.is_some_and(|age| times.turn.elapsed() < age) {
+            return None;
         }
-        *at = std::time::Instant::now();
-        true
+        times.turn = std::time::Instant::now();
+        Some(times.turn)
+    }
+
+    /// A reading that began at `started` succeeded: what is kept dates from then.
+    pub fn read(&self, started: std::time::Instant) {
+        let mut times = self.0.lock();
+        times.read = times.read.max(started);
+    }
+
+    /// When what is kept was last read (the start of the last reading that succeeded).
+    pub fn as_of(&self) -> std::time::Instant {
+        self.0.lock().read
     }
 }
 

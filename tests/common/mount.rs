@@ -1,7 +1,7 @@
 //! Mounting for the end-to-end tests: a background mount unmounted on drop, the
 //! mount table, `zarrfs umount`, full preads, a deterministic generator, the test
-//! venv's Python, waits with a guard, and a foreground daemon child with its peak
-//! memory.
+//! venv's Python, waits with a guard, waits for what the README promises of a mount
+//! that refreshes, and a foreground daemon child with its peak memory.
 
 use std::ffi::OsStr;
 use std::os::unix::fs::FileExt;
@@ -241,6 +241,53 @@ pub fn wait_for(guard: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     true
+}
+
+/// What the README promises of a mount refreshed every `interval` (`--refresh`): a new
+/// open, stat or listing made more than twice the interval after a change sees it. The
+/// tests measure from when the change's write returned, and allow this much on top: the
+/// writer's last request may reach the store a moment after its call returns (and the
+/// test hears of the return a moment after that).
+pub const PROMISE_ALLOWANCE: Duration = Duration::from_millis(300);
+
+/// When what the README promises holds for a change whose write returned at `changed`.
+pub fn promised(changed: Instant, interval: Duration) -> Instant {
+    changed + 2 * interval + PROMISE_ALLOWANCE
+}
+
+/// Looks at one node with `look` (each time a new open, stat or listing) until it shows
+/// the change, or until a look begun after the promise's deadline does not: that look's
+/// complaint. Looks before the deadline may see the store as it was.
+pub fn shown_by_promise(
+    changed: Instant,
+    interval: Duration,
+    mut look: impl FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    let deadline = promised(changed, interval);
+    loop {
+        let begun = Instant::now();
+        match look() {
+            Ok(()) => return Ok(()),
+            Err(e) if begun >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Looks at one node with `look` until the promise's deadline (what those looks see is
+/// not judged: they are a reader's traffic), then once more: what that look, begun after
+/// the deadline, sees.
+pub fn look_after_promise<T>(
+    changed: Instant,
+    interval: Duration,
+    mut look: impl FnMut() -> T,
+) -> T {
+    let deadline = promised(changed, interval);
+    while Instant::now() < deadline {
+        look();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    look()
 }
 
 /// Waits up to `guard` for `child` to exit; `None` if it is still running.

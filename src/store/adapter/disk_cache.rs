@@ -5,6 +5,12 @@
 //! GET's own ETag), never under the one a HEAD gave before the GET. Writes go to a temporary file renamed into place (a crash leaves no
 //! half entry); a hit refreshes the entry's time; past the size budget the oldest entries
 //! go (LRU by modification time, across all stores in DIR).
+//!
+//! The version of each object is asked for once (a HEAD), and then remembered: for the
+//! process's life, or with a refresh interval for that long. A reading of the hierarchy
+//! (a node's metadata, an array's chunks) goes through [`Store::learned_since`]: a view
+//! of the cache that asks again for what was learned before that reading began, so that
+//! what it reads is as new as the reading, not up to an interval older.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -28,7 +34,20 @@ const MAX_KNOWN: usize = 1 << 20;
 const LOW_WATER: u64 = 90;
 
 /// A store whose fetched values are kept on disk.
-pub struct DiskCache {
+pub struct DiskCache(Arc<Cache>);
+
+/// The cache as seen by one reading of the hierarchy: versions learned before `since`
+/// are asked for again (see [`Store::learned_since`]).
+struct Since {
+    cache: Arc<Cache>,
+    since: Instant,
+}
+
+/// Views handed out at once, by the reading they serve: one reading's arrays share one
+/// (a view names an array's decoded units in caches, by its address).
+const KEPT_VIEWS: usize = 4096;
+
+struct Cache {
     inner: Arc<dyn Store>,
     dir: PathBuf,
     root: PathBuf,
@@ -40,6 +59,8 @@ pub struct DiskCache {
     /// How long a version asked for holds (`None`: for the process's life).
     revalidate: Option<Duration>,
     evicting: Mutex<()>,
+    /// The views handed out lately, by the start of their reading.
+    views: Mutex<lru::LruCache<Instant, Arc<dyn Store>>>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -84,7 +105,8 @@ impl DiskCache {
         let dir = root.join(hex(&Sha256::digest(location.as_bytes())[..16]));
         std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
         let used = entries(root).iter().map(|e| e.1).sum();
-        Ok(Some(DiskCache {
+        let views = std::num::NonZeroUsize::new(KEPT_VIEWS).unwrap_or(std::num::NonZeroUsize::MIN);
+        Ok(Some(DiskCache(Arc::new(Cache {
             inner,
             dir,
             root: root.to_path_buf(),
@@ -93,21 +115,29 @@ impl DiskCache {
             known: Mutex::new(HashMap::new()),
             revalidate: None,
             evicting: Mutex::new(()),
-        }))
+            views: Mutex::new(lru::LruCache::new(views)),
+        }))))
     }
 
     /// Ask for an object's version again once `interval` has passed since it was last
-    /// asked for (a mount's refresh interval).
+    /// asked for (a mount's refresh interval), and for every reading that began after it
+    /// was asked for ([`Store::learned_since`]).
     pub fn revalidating(mut self, interval: Option<Duration>) -> DiskCache {
-        self.revalidate = interval;
+        if let Some(cache) = Arc::get_mut(&mut self.0) {
+            cache.revalidate = interval;
+        }
         self
     }
+}
 
+impl Cache {
     /// The object's size and version as this process last asked of it: once for the
-    /// process's life, or once per refresh interval.
-    fn head(&self, key: &str) -> Result<Option<Head>> {
+    /// process's life, or once per refresh interval, and not before `since` when given.
+    fn head(&self, key: &str, since: Option<Instant>) -> Result<Option<Head>> {
         if let Some((asked, v)) = self.known.lock().get(key) {
-            if self.revalidate.is_none_or(|d| asked.elapsed() < d) {
+            let fresh = self.revalidate.is_none_or(|d| asked.elapsed() < d)
+                && since.is_none_or(|since| *asked >= since);
+            if fresh {
                 return Ok(v.clone());
             }
         }
@@ -183,8 +213,13 @@ impl DiskCache {
         self.used.store(used, Ordering::Relaxed);
     }
 
-    fn cached(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
-        let tag = match self.head(key)? {
+    fn cached(
+        &self,
+        key: &str,
+        range: Option<ByteRange>,
+        since: Option<Instant>,
+    ) -> Result<Option<Value>> {
+        let tag = match self.head(key, since)? {
             None => return Ok(None),
             Some(Head { version, .. }) if version.is_known() => version,
             Some(_) => return self.inner.read(key, range),
@@ -215,35 +250,102 @@ impl DiskCache {
 
 impl Store for DiskCache {
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
-        self.cached(key, range)
+        self.0.cached(key, range, None)
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
-        self.inner.list_dir(prefix)
+        self.0.inner.list_dir(prefix)
     }
 
     fn head(&self, key: &str) -> Result<Option<Head>> {
-        DiskCache::head(self, key)
+        self.0.head(key, None)
     }
 
     fn will_need(&self, key: &str) {
-        self.inner.will_need(key)
+        self.0.inner.will_need(key)
     }
 
     fn caps(&self) -> Caps {
-        self.inner.caps()
+        self.0.inner.caps()
     }
 
     fn refresh(&self, max_age: Option<std::time::Duration>) -> Result<()> {
-        self.inner.refresh(max_age)
+        self.0.inner.refresh(max_age)
+    }
+
+    fn as_of(&self) -> Option<Instant> {
+        self.0.inner.as_of()
+    }
+
+    fn learned_since(&self, at: Instant) -> Option<Arc<dyn Store>> {
+        Cache::since(&self.0, at)
     }
 
     fn identity(&self, key: &str) -> Option<String> {
-        self.inner.identity(key)
+        self.0.inner.identity(key)
     }
 
     fn names_bytes(&self) -> bool {
-        self.inner.names_bytes()
+        self.0.inner.names_bytes()
+    }
+}
+
+impl Cache {
+    /// The view of `cache` for a reading that began at `at` (the same one for every
+    /// array of that reading while kept); `None` without a refresh interval, when
+    /// versions are remembered for the process's life.
+    fn since(cache: &Arc<Cache>, at: Instant) -> Option<Arc<dyn Store>> {
+        cache.revalidate?;
+        let mut views = cache.views.lock();
+        let view = views.get_or_insert(at, || {
+            Arc::new(Since {
+                cache: cache.clone(),
+                since: at,
+            })
+        });
+        Some(view.clone())
+    }
+}
+
+impl Store for Since {
+    fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
+        self.cache.cached(key, range, Some(self.since))
+    }
+
+    fn list_dir(&self, prefix: &str) -> Result<Listing> {
+        self.cache.inner.list_dir(prefix)
+    }
+
+    fn head(&self, key: &str) -> Result<Option<Head>> {
+        self.cache.head(key, Some(self.since))
+    }
+
+    fn will_need(&self, key: &str) {
+        self.cache.inner.will_need(key)
+    }
+
+    fn caps(&self) -> Caps {
+        self.cache.inner.caps()
+    }
+
+    fn refresh(&self, max_age: Option<std::time::Duration>) -> Result<()> {
+        self.cache.inner.refresh(max_age)
+    }
+
+    fn as_of(&self) -> Option<Instant> {
+        self.cache.inner.as_of()
+    }
+
+    fn learned_since(&self, at: Instant) -> Option<Arc<dyn Store>> {
+        Cache::since(&self.cache, at)
+    }
+
+    fn identity(&self, key: &str) -> Option<String> {
+        self.cache.inner.identity(key)
+    }
+
+    fn names_bytes(&self) -> bool {
+        self.cache.inner.names_bytes()
     }
 }
 
@@ -401,6 +503,34 @@ mod tests {
         assert_eq!(refreshing.get("c/0").unwrap().unwrap(), vec![2u8; 10]);
         assert_eq!(fetches(), 2);
         assert_eq!(for_life.get("c/0").unwrap().unwrap(), vec![1u8; 10]);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_reading_asks_again_for_versions_learned_before_it_began() {
+        let (root, store) = setup("diskcache-since", &[("c/0", vec![1u8; 10])]);
+        let fetches = || store.fetches.load(Ordering::Relaxed);
+        let hour = Duration::from_secs(3600);
+        let cache = cache_of(&store, &root).revalidating(Some(hour));
+        assert_eq!(cache.get("c/0").unwrap().unwrap(), vec![1u8; 10]);
+        assert_eq!(cache.get("absent").unwrap(), None);
+        // Rewritten and made: the cache serves what it learned, for the interval.
+        store.inner.lock().insert("c/0", vec![2u8; 10]);
+        store.inner.lock().insert("absent", vec![3u8; 2]);
+        *store.tag.lock() = "v2".into();
+        assert_eq!(cache.get("c/0").unwrap().unwrap(), vec![1u8; 10]);
+        assert_eq!(cache.get("absent").unwrap(), None);
+        // A reading begun now asks again, once; the same reading gets the same view.
+        let began = Instant::now();
+        let reading = cache.learned_since(began).unwrap();
+        assert_eq!(reading.get("c/0").unwrap().unwrap(), vec![2u8; 10]);
+        assert_eq!(reading.get("absent").unwrap().unwrap(), vec![3u8; 2]);
+        let fetched = fetches();
+        assert_eq!(reading.get("c/0").unwrap().unwrap(), vec![2u8; 10]);
+        assert_eq!(fetches(), fetched);
+        assert!(Arc::ptr_eq(&reading, &cache.learned_since(began).unwrap()));
+        // Without an interval a version holds for the process's life: no view.
+        assert!(cache_of(&store, &root).learned_since(began).is_none());
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -118,6 +118,8 @@ impl IcechunkStore {
         cfg: &StoreConfig,
         caps: Caps,
     ) -> Result<IcechunkStore> {
+        // What the store answers dates from before the branch's tip is read.
+        let started = std::time::Instant::now();
         let repo = block_on(async move { Repository::open(storage).execute().await })?
             .map_err(|e| failed(&label, "open", e))?;
         let shared = Arc::new(virtual_targets(&label, &repo, objects, cfg)?);
@@ -141,7 +143,7 @@ impl IcechunkStore {
             repo,
             default: RwLock::new(default.clone()),
             follows,
-            tips_read: ReadAgain::now(),
+            tips_read: ReadAgain::at(started),
             all: choice.all,
             opened: Mutex::new(BTreeMap::new()),
             snapshots: Mutex::new(HashMap::new()),
@@ -252,9 +254,9 @@ impl Store for IcechunkStore {
     /// their next use).
     fn refresh(&self, max_age: Option<Duration>) -> Result<()> {
         // One reader reads the tips; the others go on with what is there.
-        if !self.tips_read.due(max_age) {
+        let Some(started) = self.tips_read.due(max_age) else {
             return Ok(());
-        }
+        };
         if let Some(branch) = &self.follows {
             let tip = self.tip(branch)?;
             if tip != self.default.read().snapshot {
@@ -280,7 +282,12 @@ impl Store for IcechunkStore {
                 self.opened.lock().remove(&format!("{BRANCHES}/{name}"));
             }
         }
+        self.tips_read.read(started);
         Ok(())
+    }
+
+    fn as_of(&self) -> Option<std::time::Instant> {
+        Some(self.tips_read.as_of())
     }
 
     fn at_version(&self, version: &Version) -> Option<Arc<dyn Store>> {

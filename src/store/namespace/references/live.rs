@@ -68,15 +68,16 @@ impl Store for LiveReferences {
     /// The set read again when its file changed; a file that cannot be read now, or no
     /// longer holds a reference set, leaves the reading there was (one log line).
     fn refresh(&self, max_age: Option<Duration>) -> Result<()> {
-        if !self.checked.due(max_age) {
+        let Some(started) = self.checked.due(max_age) else {
             return Ok(());
-        }
+        };
         let label = self.path.display().to_string();
         let meta = std::fs::metadata(&self.path).map_err(|source| Error::Io {
             key: label.clone(),
             source,
         })?;
         if &Version::of_file(&meta) == self.current().version() {
+            self.checked.read(started);
             return Ok(());
         }
         let next = match ReferenceStore::from_file(&self.path, &self.cfg) {
@@ -98,7 +99,12 @@ impl Store for LiveReferences {
             kept.insert(next.version().clone(), next.clone());
         }
         *self.current.write() = next;
+        self.checked.read(started);
         Ok(())
+    }
+
+    fn as_of(&self) -> Option<std::time::Instant> {
+        Some(self.checked.as_of())
     }
 
     fn at_version(&self, version: &Version) -> Option<Arc<dyn Store>> {
