@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::metadata::{ArrayMetadata, GroupMetadata, NodeMetadata};
-use crate::store::{Store, Version};
+use crate::store::{budget_for, Spans, Store, Version};
 pub use zarr::ZarrCatalog;
 
 /// What a node is.
@@ -102,6 +102,8 @@ pub struct Hierarchy {
     refresh: Option<Duration>,
     /// Forced refreshes so far.
     refreshes: AtomicU64,
+    /// The budget of coalesced runs its arrays share (see [`Hierarchy::spans`]).
+    spans: Spans,
 }
 
 /// A group's children and their kinds.
@@ -146,7 +148,9 @@ impl Hierarchy {
 
     /// The hierarchy of `catalog`; fails when its root's metadata cannot be used.
     pub fn of(catalog: ZarrCatalog) -> Result<Hierarchy> {
+        let caps = catalog.store().caps();
         let h = Hierarchy {
+            spans: Spans::read_once(budget_for(caps.concurrency, caps.request_bytes)),
             catalog,
             nodes: Mutex::new(HashMap::new()),
             missing: Mutex::new(HashMap::new()),
@@ -162,6 +166,14 @@ impl Hierarchy {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         self.catalog.store()
+    }
+
+    /// The runs of neighbouring inner chunks its arrays fetch together, within one budget
+    /// for the store: what its requests in flight fetch, however many arrays (and
+    /// readings of one array) are read at once. Each array reads its own
+    /// ([`Spans::share_read_once`]).
+    pub fn spans(&self) -> &Spans {
+        &self.spans
     }
 
     /// Read nodes and listings again once older than `interval` (`None`: never).

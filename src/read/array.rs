@@ -2,7 +2,8 @@
 //! grid index. Arrays whose whole chain is one sharding codec are read by inner chunk: the
 //! shard index first (cached, with the version of the shard it came from), then only the
 //! inner chunk's byte range, or the run of neighbouring inner chunks around it
-//! (`store::Spans`) when the store wants large requests.
+//! (`store::Spans`, within one budget for the arrays of a hierarchy) when the store wants
+//! large requests.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +46,8 @@ pub struct Array {
     shard_indexes: Mutex<LruCache<String, Option<Arc<ShardIndex>>>>,
     /// Shards lately hinted to the store (see [`Array::will_need`]).
     hinted_shards: Mutex<LruCache<String, ()>>,
-    /// Runs of inner chunks fetched together (stores that want large requests).
+    /// Runs of inner chunks fetched together (stores that want large requests), within
+    /// the budget of its store's arrays.
     spans: Spans,
     /// Bytes fetched from the store so far (for benchmarks and tests).
     fetched: AtomicU64,
@@ -68,10 +70,34 @@ impl Array {
     /// `cat` open an array.
     pub fn at(h: &Hierarchy, path: &str) -> Result<Arc<Array>> {
         let (meta, store) = h.array_and_store(path)?;
-        Ok(Arc::new(Array::open(meta, store)?))
+        Ok(Arc::new(Array::with_spans(
+            meta,
+            store,
+            h.spans().share_read_once(),
+        )?))
     }
 
+    /// The array on `store`, with a budget of coalesced runs of its own (see
+    /// [`Array::with_spans`]).
     pub fn open(meta: Arc<ArrayMetadata>, store: Arc<dyn Store>) -> Result<Array> {
+        let caps = store.caps();
+        let spans = Spans::read_once(crate::store::budget_for(
+            caps.concurrency,
+            caps.request_bytes,
+        ));
+        Array::with_spans(meta, store, spans)
+    }
+
+    /// The array on `store`, fetching runs of neighbouring inner chunks of a shard with
+    /// `spans` (read once: each inner chunk is decoded into the cache). A sequential read
+    /// of a sharded array takes inner chunks from every shard of a shard layer at once
+    /// (Morton order spreads a slab over each shard): the runs stay until read, within
+    /// the budget `spans` shares with the store's other arrays.
+    pub fn with_spans(
+        meta: Arc<ArrayMetadata>,
+        store: Arc<dyn Store>,
+        spans: Spans,
+    ) -> Result<Array> {
         let repr = UnitRepr {
             shape: meta.chunk_shape.clone(),
             dtype: meta.dtype.clone(),
@@ -91,8 +117,6 @@ impl Array {
             ..repr
         };
         let capacity = NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN);
-        let caps = store.caps();
-        let runs = crate::store::budget_for(caps.concurrency, caps.request_bytes);
         Ok(Array {
             id: super::scope::array_id(&store, &meta),
             decoding: super::scope::decoding(&meta),
@@ -105,10 +129,7 @@ impl Array {
             unit_repr,
             shard_indexes: Mutex::new(LruCache::new(capacity)),
             hinted_shards: Mutex::new(LruCache::new(capacity)),
-            // A sequential read of a sharded array takes inner chunks from every shard
-            // of a shard layer at once (Morton order spreads a slab over each shard):
-            // room for every request in flight, and a run let go once all read.
-            spans: Spans::read_once(runs),
+            spans,
             fetched: AtomicU64::new(0),
         })
     }

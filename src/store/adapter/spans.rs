@@ -7,10 +7,13 @@
 //! fetches the group's whole byte run in one ranged request, once, however many readers
 //! ask at the same time, and later reads of the group are served from it. Runs are filed
 //! under the object's key and version (a changed object never serves an old run) and kept
-//! up to a byte budget, oldest out first.
+//! up to a byte budget, oldest out first. One budget serves every reader of a store (each
+//! array, through [`Spans::share_read_once`]): however many arrays are read at once, their
+//! runs together hold at most it. A run whose members are each read once hands each
+//! member's bytes to its read and holds only the members not read yet.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -28,28 +31,53 @@ const MAX_RUN_REQUESTS: u64 = 4;
 /// (a reference set's target file may hold other data between its chunks).
 const MAX_GAP: u64 = 256 << 10;
 
-/// An object: its key and version.
-type Object = (String, Version);
+/// An object of one reader (see [`Spans::share_read_once`]): the reader, the object's key
+/// and version.
+type Object = (u64, String, Version);
 /// A group of an object's members.
 type Group = (Object, usize);
 
 /// A run being fetched or fetched: its bytes, or why they could not be had.
 type Slot = Arc<OnceLock<std::result::Result<Arc<Run>, Arc<Error>>>>;
 
-/// A fetched run: the bytes of the object from `start`, the version they came from, and
-/// how many of its members are still to be read (a read-once run is let go when none is).
+/// A fetched run: its bytes and the version they came from.
 struct Run {
-    start: u64,
-    bytes: Vec<u8>,
     version: Version,
-    unread: AtomicUsize,
+    bytes: RunBytes,
 }
 
-/// The runs fetched of one store's objects.
+/// The bytes of a run.
+enum RunBytes {
+    /// The object's bytes from `start`: its members are read any number of times.
+    Whole { start: u64, bytes: Vec<u8> },
+    /// Each member's bytes, in the order of the group, handed to its one read.
+    Members(Mutex<Vec<Piece>>),
+}
+
+/// One member's bytes in a read-once run.
+enum Piece {
+    Unread(Vec<u8>),
+    /// Handed to its read: a second read reads the member alone.
+    Read,
+    /// The member lies past the end of what the fetch returned.
+    Outside,
+}
+
+/// The runs fetched of one store's objects, for one reader (an array, an archive, a
+/// reference set), within a budget it may share with the store's other readers.
 pub struct Spans {
-    budget: u64,
+    shared: Arc<Shared>,
+    /// Which reader: its runs and layouts are its own (two arrays' objects never serve
+    /// each other, whatever their keys and versions).
+    reader: u64,
     /// Whether each member is read once (see [`Spans::read_once`]).
     once: bool,
+}
+
+/// What the readers sharing a budget hold.
+struct Shared {
+    budget: u64,
+    readers: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -70,9 +98,23 @@ impl Default for Spans {
 struct State {
     /// Each object's members in the order they lie in it.
     layouts: HashMap<Object, Arc<Layout>>,
-    runs: HashMap<Group, Slot>,
-    order: VecDeque<(Group, u64)>,
+    /// Each run, and the bytes it holds (or will once fetched).
+    runs: HashMap<Group, (Slot, u64)>,
+    /// The runs, oldest first.
+    order: VecDeque<Group>,
     bytes: u64,
+}
+
+impl State {
+    /// Let go of run `group`: its slot, and the bytes it holds.
+    fn remove(&mut self, group: &Group) {
+        if let Some((_, n)) = self.runs.remove(group) {
+            self.bytes = self.bytes.saturating_sub(n);
+        }
+        if let Some(at) = self.order.iter().position(|g| g == group) {
+            self.order.remove(at);
+        }
+    }
 }
 
 /// An object's members in the order they lie in it, the rank of each member in that
@@ -100,19 +142,18 @@ impl Layout {
         Layout { sorted, rank, size }
     }
 
-    /// How many members group `group` holds.
-    fn members(&self, group: usize) -> usize {
+    /// The members of group `group`, in the order they lie in the object.
+    fn members(&self, group: usize) -> &[(u64, u64)] {
         let from = group.saturating_mul(self.size).min(self.sorted.len());
-        (self.sorted.len() - from).min(self.size)
+        let to = from.saturating_add(self.size).min(self.sorted.len());
+        &self.sorted[from..to]
     }
 
     /// The byte run `[start, end)` of group `group`: its members, when they lie near
     /// each other in the object (at most [`MAX_GAP`] apart; members may overlap) and span
     /// at most `limit` bytes (else `None`: read one by one).
     fn run(&self, group: usize, limit: u64) -> Option<(u64, u64)> {
-        let from = group.checked_mul(self.size)?;
-        let to = from.saturating_add(self.size).min(self.sorted.len());
-        let members = self.sorted.get(from..to)?;
+        let members = self.members(group);
         let (start, first_len) = *members.first()?;
         let mut end = start.checked_add(first_len)?;
         for &(o, n) in &members[1..] {
@@ -129,20 +170,40 @@ impl Spans {
     /// Runs kept up to `budget` bytes (the last one fetched is kept whatever its size).
     pub fn new(budget: u64) -> Spans {
         Spans {
-            budget,
+            shared: Arc::new(Shared {
+                budget,
+                readers: AtomicU64::new(1),
+                state: Mutex::new(State::default()),
+            }),
+            reader: 0,
             once: false,
-            state: Mutex::new(State::default()),
         }
     }
 
     /// Runs whose members are each read once (their readers cache what they decode): a
-    /// run all read is let go at once rather than when the budget pushes it out, so that
-    /// many runs in flight do not push out each other before they are read.
+    /// member's bytes go to its read, and a run all read is let go at once rather than
+    /// when the budget pushes it out, so that many runs in flight do not push out each
+    /// other before they are read, and a run holds only what is still to be read.
     pub fn read_once(budget: u64) -> Spans {
+        let mut spans = Spans::new(budget);
+        spans.once = true;
+        spans
+    }
+
+    /// Another reader's runs (another array of the same store), read once as
+    /// [`Spans::read_once`], within this one's budget: the runs of all the readers that
+    /// share it hold at most the budget together.
+    pub fn share_read_once(&self) -> Spans {
         Spans {
+            shared: self.shared.clone(),
+            reader: self.shared.readers.fetch_add(1, Ordering::Relaxed),
             once: true,
-            ..Spans::new(budget)
         }
+    }
+
+    /// Bytes the runs of every reader sharing this budget hold (or will once fetched).
+    pub fn held(&self) -> u64 {
+        self.shared.state.lock().bytes
     }
 
     fn layout(
@@ -151,11 +212,11 @@ impl Spans {
         members: impl FnOnce() -> Vec<Option<(u64, u64)>>,
         request: u64,
     ) -> Arc<Layout> {
-        if let Some(hit) = self.state.lock().layouts.get(object) {
+        if let Some(hit) = self.shared.state.lock().layouts.get(object) {
             return hit.clone();
         }
         let layout = Arc::new(Layout::new(&members(), request));
-        let mut state = self.state.lock();
+        let mut state = self.shared.state.lock();
         if state.layouts.len() >= MAX_LAYOUTS {
             state.layouts.clear();
         }
@@ -163,21 +224,22 @@ impl Spans {
         layout
     }
 
-    /// The slot of run `group`, made (and the oldest runs let go past the budget) when
-    /// there is none.
+    /// The slot of run `group`, holding `len` bytes, made (and the oldest runs let go
+    /// past the budget) when there is none.
     fn slot(&self, group: &Group, len: u64) -> Slot {
-        let mut state = self.state.lock();
-        if let Some(slot) = state.runs.get(group) {
+        let mut state = self.shared.state.lock();
+        if let Some((slot, _)) = state.runs.get(group) {
             return slot.clone();
         }
         let slot = Slot::default();
-        state.runs.insert(group.clone(), slot.clone());
-        state.order.push_back((group.clone(), len));
+        state.runs.insert(group.clone(), (slot.clone(), len));
+        state.order.push_back(group.clone());
         state.bytes = state.bytes.saturating_add(len);
-        while state.bytes > self.budget && state.order.len() > 1 {
-            if let Some((old, n)) = state.order.pop_front() {
-                state.runs.remove(&old);
-                state.bytes = state.bytes.saturating_sub(n);
+        while state.bytes > self.shared.budget && state.order.len() > 1 {
+            if let Some(old) = state.order.pop_front() {
+                if let Some((_, n)) = state.runs.remove(&old) {
+                    state.bytes = state.bytes.saturating_sub(n);
+                }
             }
         }
         slot
@@ -185,14 +247,31 @@ impl Spans {
 
     /// Let go of run `group` when it is still `slot`.
     fn forget(&self, group: &Group, slot: &Slot) {
-        let mut state = self.state.lock();
-        if state.runs.get(group).is_some_and(|s| Arc::ptr_eq(s, slot)) {
-            state.runs.remove(group);
-            if let Some(at) = state.order.iter().position(|(g, _)| g == group) {
-                if let Some((_, n)) = state.order.remove(at) {
-                    state.bytes = state.bytes.saturating_sub(n);
-                }
+        let mut state = self.shared.state.lock();
+        if state
+            .runs
+            .get(group)
+            .is_some_and(|(s, _)| Arc::ptr_eq(s, slot))
+        {
+            state.remove(group);
+        }
+    }
+
+    /// Note that `n` bytes of run `group` (when it is still `slot`) went to their read,
+    /// and let go of the run when nothing of it is left to read.
+    fn handed(&self, group: &Group, slot: &Slot, n: u64, all_read: bool) {
+        let mut state = self.shared.state.lock();
+        let State { runs, bytes, .. } = &mut *state;
+        match runs.get_mut(group) {
+            Some((s, held)) if Arc::ptr_eq(s, slot) => {
+                let n = n.min(*held);
+                *held -= n;
+                *bytes = bytes.saturating_sub(n);
             }
+            _ => return,
+        }
+        if all_read {
+            state.remove(group);
         }
     }
 
@@ -200,9 +279,10 @@ impl Spans {
     /// `(offset, len)` in the object, `None` for one that has no bytes) `members` gives
     /// when the object's layout is not known yet: from its group's run, fetched with
     /// `fetch(start, len)` when not yet there. `None` (read the member alone) when
-    /// `request` is 0, the member has no bytes, its group's members lie apart, or the run
+    /// `request` is 0, the member has no bytes, its group's members lie apart, the run
     /// came from another version of the object (with `version` unknown, a run of any
-    /// version serves: the members are known by place alone).
+    /// version serves: the members are known by place alone), or (read once) the member
+    /// was read from the run already.
     pub fn read(
         &self,
         key: &str,
@@ -215,7 +295,7 @@ impl Spans {
         if request == 0 {
             return Ok(None);
         }
-        let object = (key.to_string(), version.clone());
+        let object = (self.reader, key.to_string(), version.clone());
         let layout = self.layout(&object, members, request);
         let Some(&rank) = layout.rank.get(member).filter(|&&r| r != usize::MAX) else {
             return Ok(None);
@@ -228,19 +308,32 @@ impl Spans {
         let Some((start, end)) = layout.run(group, limit) else {
             return Ok(None);
         };
-        let members = layout.members(group);
+        let in_run = layout.members(group);
+        // A read-once run holds its members' bytes (overlapping members each their own).
+        let held = if self.once {
+            in_run.iter().fold(0u64, |t, m| t.saturating_add(m.1))
+        } else {
+            end - start
+        };
+        let at = rank - group * layout.size;
         let group = (object, group);
-        let slot = self.slot(&group, end - start);
+        let slot = self.slot(&group, held);
         // One fetch per run; readers of the same run wait for it (no lock of ours held).
         let got = slot
             .get_or_init(|| {
                 fetch(start, end - start)
                     .map(|value| {
+                        let bytes = if self.once {
+                            RunBytes::Members(Mutex::new(pieces(&value.bytes, start, in_run)))
+                        } else {
+                            RunBytes::Whole {
+                                start,
+                                bytes: value.bytes,
+                            }
+                        };
                         Arc::new(Run {
-                            start,
-                            bytes: value.bytes,
+                            bytes,
                             version: value.version,
-                            unread: AtomicUsize::new(members),
                         })
                     })
                     .map_err(Arc::new)
@@ -260,31 +353,90 @@ impl Spans {
                 return Err(Error::shared(key, &why));
             }
         };
-        let from = offset
-            .checked_sub(run.start)
-            .and_then(|f| usize::try_from(f).ok());
-        let to = from.and_then(|f| f.checked_add(usize::try_from(len).ok()?));
-        match (from, to) {
-            (Some(f), Some(t)) if t <= run.bytes.len() => {
-                let bytes = run.bytes[f..t].to_vec();
-                if self.once
-                    && run
-                        .unread
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                        == Ok(1)
-                {
-                    self.forget(&group, &slot);
+        let past_end = || Error::corrupt(key, "a member lies past the end of the object");
+        match &run.bytes {
+            RunBytes::Whole { start, bytes } => {
+                let from = offset
+                    .checked_sub(*start)
+                    .and_then(|f| usize::try_from(f).ok());
+                let to = from.and_then(|f| f.checked_add(usize::try_from(len).ok()?));
+                match (from, to) {
+                    (Some(f), Some(t)) if t <= bytes.len() => Ok(Some(bytes[f..t].to_vec())),
+                    _ => {
+                        self.forget(&group, &slot);
+                        Err(past_end())
+                    }
                 }
-                Ok(Some(bytes))
             }
-            _ => {
-                self.forget(&group, &slot);
-                Err(Error::corrupt(
-                    key,
-                    "a member lies past the end of the object",
-                ))
+            RunBytes::Members(pieces) => {
+                let (piece, all_read) = {
+                    let mut pieces = pieces.lock();
+                    let piece = match pieces.get_mut(at) {
+                        Some(p @ Piece::Unread(_)) => std::mem::replace(p, Piece::Read),
+                        Some(Piece::Read) => Piece::Read,
+                        Some(Piece::Outside) | None => Piece::Outside,
+                    };
+                    let all_read = !pieces.iter().any(|p| matches!(p, Piece::Unread(_)));
+                    (piece, all_read)
+                };
+                match piece {
+                    Piece::Unread(bytes) => {
+                        self.handed(&group, &slot, len, all_read);
+                        Ok(Some(bytes))
+                    }
+                    Piece::Read => Ok(None),
+                    Piece::Outside => {
+                        self.forget(&group, &slot);
+                        Err(past_end())
+                    }
+                }
             }
         }
+    }
+}
+
+/// The bytes of each of `members` (in the object) out of `bytes`, the object's from
+/// `start`.
+fn pieces(bytes: &[u8], start: u64, members: &[(u64, u64)]) -> Vec<Piece> {
+    members
+        .iter()
+        .map(|&(offset, len)| {
+            let from = offset
+                .checked_sub(start)
+                .and_then(|f| usize::try_from(f).ok());
+            let to = from.and_then(|f| f.checked_add(usize::try_from(len).ok()?));
+            match (from, to) {
+                (Some(f), Some(t)) if t <= bytes.len() => Piece::Unread(bytes[f..t].to_vec()),
+                _ => Piece::Outside,
+            }
+        })
+        .collect()
+}
+
+impl Drop for Spans {
+    /// A reader that goes lets go of its runs and layouts (the budget's other readers
+    /// keep theirs).
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.shared) == 1 {
+            return;
+        }
+        let reader = self.reader;
+        let mut state = self.shared.state.lock();
+        let State {
+            layouts,
+            runs,
+            order,
+            bytes,
+        } = &mut *state;
+        layouts.retain(|o, _| o.0 != reader);
+        runs.retain(|g, (_, n)| {
+            let mine = g.0 .0 == reader;
+            if mine {
+                *bytes = bytes.saturating_sub(*n);
+            }
+            !mine
+        });
+        order.retain(|g| g.0 .0 != reader);
     }
 }
 
@@ -405,5 +557,100 @@ mod tests {
         let failing = |_: u64, _: u64| Err(Error::Invalid("down".into()));
         assert!(read("5", 0, &failing).is_err());
         assert_eq!(read("5", 0, &serving("5", 5)).unwrap(), Some(vec![5; 4]));
+    }
+
+    /// An object of `n` members of 100 bytes back to back, each byte its offset's low
+    /// byte, and a fetch of it that counts its calls.
+    fn hundreds(n: usize) -> Vec<Option<(u64, u64)>> {
+        (0..n as u64).map(|i| Some((i * 100, 100))).collect()
+    }
+
+    fn counted(calls: &AtomicUsize) -> impl Fn(u64, u64) -> Result<Value> + '_ {
+        move |start, len| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Ok(Value {
+                bytes: (start..start + len).map(|b| b as u8).collect(),
+                version: tag("1"),
+            })
+        }
+    }
+
+    fn bytes_of(member: u64) -> Vec<u8> {
+        (member * 100..member * 100 + 100)
+            .map(|b| b as u8)
+            .collect()
+    }
+
+    #[test]
+    fn arrays_of_one_store_hold_at_most_its_budget_together() {
+        // Runs of four members (400 bytes); the store's budget holds two of them.
+        let store = Spans::read_once(800);
+        let (a, b) = (store.share_read_once(), store.share_read_once());
+        let calls = AtomicUsize::new(0);
+        let v1 = tag("1");
+        let read = |spans: &Spans, key: &str, m: usize| {
+            spans
+                .read(key, &v1, || hundreds(8), m, 400, counted(&calls))
+                .unwrap()
+        };
+        // Array a fetches two runs and reads one member of each.
+        assert_eq!(read(&a, "a/c/0", 0), Some(bytes_of(0)));
+        assert_eq!(read(&a, "a/c/0", 4), Some(bytes_of(4)));
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
+        assert_eq!(store.held(), 600);
+        // Array b's run pushes out a's oldest: together they stay within the budget.
+        assert_eq!(read(&b, "b/c/0", 0), Some(bytes_of(0)));
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
+        assert!(store.held() <= 800, "{} bytes held", store.held());
+        assert_eq!(store.held(), 600);
+        // a's newer run is still there; its older one is fetched again.
+        assert_eq!(read(&a, "a/c/0", 5), Some(bytes_of(5)));
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
+        assert_eq!(read(&a, "a/c/0", 1), Some(bytes_of(1)));
+        assert_eq!(calls.load(Ordering::Relaxed), 4);
+        // Two arrays' objects of the same key never serve each other.
+        assert_eq!(read(&b, "a/c/0", 2), Some(bytes_of(2)));
+        assert_eq!(calls.load(Ordering::Relaxed), 5);
+        // An array that goes lets go of its runs.
+        let before = store.held();
+        drop(a);
+        assert!(
+            store.held() < before,
+            "{} of {before} bytes held",
+            store.held()
+        );
+        drop(b);
+        assert_eq!(store.held(), 0);
+    }
+
+    #[test]
+    fn a_read_once_run_holds_only_its_unread_members() {
+        let spans = Spans::read_once(BUDGET);
+        let calls = AtomicUsize::new(0);
+        let v1 = tag("1");
+        // Members 1 and 2 are the same bytes: each read gets its own.
+        let members = || {
+            let mut m = hundreds(4);
+            m[2] = m[1];
+            m
+        };
+        let read = |m: usize| {
+            spans
+                .read("k", &v1, members, m, 400, counted(&calls))
+                .unwrap()
+        };
+        assert_eq!(read(1), Some(bytes_of(1)));
+        assert_eq!(spans.held(), 300);
+        assert_eq!(read(2), Some(bytes_of(1)));
+        assert_eq!(spans.held(), 200);
+        // A member read already is read alone.
+        assert_eq!(read(1), None);
+        assert_eq!(read(0), Some(bytes_of(0)));
+        assert_eq!(spans.held(), 100);
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        // The run all read is let go.
+        assert_eq!(read(3), Some(bytes_of(3)));
+        assert_eq!(spans.held(), 0);
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
     }
 }
