@@ -297,15 +297,18 @@ impl Hierarchy {
                 path
             }));
         }
+        let look = Instant::now();
         if known.is_some() || missing_since.is_some() {
             self.reload_catalog();
         }
         let started = self.reading_start();
         // A catalog that could not be read again holds a reading older than the
-        // interval: a node read before stays as it was (as when its document cannot be
-        // read), rather than being made anew from that same reading at every look.
+        // interval, made before this look: a node read before stays as it was (as when
+        // its document cannot be read), rather than being made anew from that same
+        // reading at every look. (A reading made during this look is new, even with an
+        // interval of zero.)
         if let Some(node) = known.as_ref().filter(|n| !n.forced) {
-            if self.is_stale(started) {
+            if started < look && self.is_stale(started) {
                 return Ok(node.clone());
             }
         }
