@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine;
-use common::mount::{shown_by_promise, test_python, Mount};
+use common::mount::{pread_full, shown_by_promise, test_python, Mount};
 use common::servers::{nginx, s3s_fs, Proxy};
 use common::{assert_no_failures, manifest_at, sha256, try_cat, TempDir};
 use serde_json::{json, Value};
@@ -667,8 +667,69 @@ fn every_json_set_reads_behind_a_web_server_with_neighbouring_chunks_in_one_requ
     );
 }
 
-#[test]
-fn a_reference_file_rewritten_while_mounted_is_followed_and_files_opened_before_read_on() {
+/// Where a reference set rewritten while mounted lives.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Origin {
+    /// A local JSON file.
+    LocalJson,
+    /// A JSON file on a web server (nginx).
+    WebJson,
+    /// A local Parquet folder.
+    LocalParquet,
+    /// A Parquet folder in a bucket of s3s-fs.
+    S3Parquet,
+}
+
+impl Origin {
+    fn parquet(self) -> bool {
+        matches!(self, Origin::LocalParquet | Origin::S3Parquet)
+    }
+}
+
+/// kerchunk's Parquet form of the JSON reference set `json`, written to `out` by
+/// kerchunk.df.refs_to_dataframe.
+fn to_parquet(json: &Path, out: &Path) {
+    let python = common::venv_python("ZARRFS_REFS_PYTHON", "venv-refs");
+    let code = "import json, sys, kerchunk.df\n\
+                kerchunk.df.refs_to_dataframe(json.load(open(sys.argv[1])), sys.argv[2])";
+    common::run_python(&python, "refs_to_dataframe", code, [json, out]);
+}
+
+/// Put the set at `from` (a file, or a folder) at `to` as a writer republishing it does:
+/// each file written beside its place and renamed into it; in a folder, `.zmetadata`
+/// last (as kerchunk writes it).
+fn put(from: &Path, to: &Path) {
+    let mut files = Vec::new();
+    let mut todo = vec![from.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        if p.is_dir() {
+            for e in std::fs::read_dir(&p).expect("read_dir") {
+                todo.push(e.expect("entry").path());
+            }
+        } else {
+            files.push(p);
+        }
+    }
+    files.sort_by_key(|f| f.ends_with(".zmetadata"));
+    for file in files {
+        let rel = file.strip_prefix(from).expect("under");
+        let dest = if rel.as_os_str().is_empty() {
+            to.to_path_buf()
+        } else {
+            to.join(rel)
+        };
+        let parent = dest.parent().expect("parent");
+        std::fs::create_dir_all(parent).expect("mkdir");
+        let staged = parent.join(".staged");
+        std::fs::copy(&file, &staged).expect("copy");
+        std::fs::rename(&staged, &dest).expect("rename into place");
+    }
+}
+
+/// A reference set replaced by the next one of its time series while mounted with
+/// `--refresh 1s`: each array whose bytes differ shows the second set's within twice the
+/// interval of the rewrite, and a file opened before reads the first set's.
+fn a_rewritten_set_is_followed(origin: Origin) {
     let (dir, m) = refs();
     let tmp = TempDir::new("refs-live");
     let by_name = |name: &str| {
@@ -695,31 +756,66 @@ fn a_reference_file_rewritten_while_mounted_is_followed_and_files_opened_before_
         .filter(|p| sha(first, p) != sha(second, p) && !sha(second, p).is_null())
         .collect();
     assert!(differ.len() >= 2, "the series' files differ in {differ:?}");
-    let live = tmp.path().join("live.json");
-    let copy_of = |store: &Value| {
-        let from = dir.join(store["file"].as_str().expect("file"));
-        let staged = tmp.path().join("staged.json");
-        std::fs::copy(from, &staged).expect("copy");
-        std::fs::rename(&staged, &live).expect("rename into place");
+    // The two sets as the origin holds them: kerchunk's JSON, or its Parquet form.
+    let set = |store: &Value, k: usize| -> PathBuf {
+        let json = dir.join(store["file"].as_str().expect("file"));
+        if !origin.parquet() {
+            return json;
+        }
+        let out = tmp.path().join(format!("series_{k}.parq"));
+        to_parquet(&json, &out);
+        out
     };
-    copy_of(first);
+    let (first_set, second_set) = (set(first, 0), set(second, 1));
+    let served = tmp.path().join("served");
+    std::fs::create_dir(&served).expect("mkdir");
+    let live = served.join(if origin.parquet() {
+        "live.parq"
+    } else {
+        "live.json"
+    });
+    put(&first_set, &live);
+    let web = (origin == Origin::WebJson).then(|| nginx(&served, false));
+    let buckets = TempDir::new("refs-live-buckets");
+    std::os::unix::fs::symlink(&served, buckets.path().join("sets")).expect("bucket");
+    let s3 = (origin == Origin::S3Parquet).then(|| s3s_fs(buckets.path(), None));
     let data = data_dir();
-    let mount = Mount::new(
-        &live,
-        &[
-            "--refresh",
-            "1s",
-            "--virtual-prefix",
-            data.to_str().expect("path"),
-            "--log-level",
-            "info",
-        ],
-    );
+    let mut args = vec![
+        "--refresh".to_string(),
+        "1s".into(),
+        "--virtual-prefix".into(),
+        data.to_string_lossy().into_owned(),
+        "--log-level".into(),
+        "info".into(),
+    ];
+    let store = match (&web, &s3) {
+        (Some(web), _) => format!("{}/live.json", web.url()),
+        (_, Some(s3)) => {
+            args.extend([
+                "--anonymous".to_string(),
+                "-o".into(),
+                format!("endpoint={},allow_http=true,region=us-east-1", s3.url()),
+            ]);
+            "s3://sets/live.parq".to_string()
+        }
+        _ => live.to_string_lossy().into_owned(),
+    };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mount = Mount::new(Path::new(&store), &args);
     let read = |p: &str| sha256(&std::fs::read(mount.path(p)).expect("read"));
     assert_eq!(read(&differ[0]), sha(first, &differ[0]));
-    // Opened before the file is rewritten, read after.
+    // Opened before the set is rewritten, read after. A Parquet set is read lazily, a
+    // references file at a time: the reading keeps the files it has read (the README),
+    // so the file is read a little first.
     let mut held = std::fs::File::open(mount.path(&differ[1])).expect("open");
-    copy_of(second);
+    if origin.parquet() {
+        std::io::Read::read_exact(&mut held, &mut [0u8; 1]).expect("read a byte");
+    }
+    if origin == Origin::WebJson {
+        // nginx's ETag is made of the modification time in seconds and the size.
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    put(&second_set, &live);
     let rewritten = std::time::Instant::now();
     // Each array shows the second set within twice the interval of the rewrite (not
     // every array as soon as one does: each is read again on its own).
@@ -735,13 +831,18 @@ fn a_reference_file_rewritten_while_mounted_is_followed_and_files_opened_before_
             .err()
         })
         .collect();
-    assert!(failures.is_empty(), "{failures:?}; log:\n{}", mount.log());
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut held, &mut bytes).expect("read held");
+    assert!(
+        failures.is_empty(),
+        "{origin:?}: {failures:?}; log:\n{}",
+        mount.log()
+    );
+    // The whole file, through the descriptor opened before.
+    let size = held.metadata().expect("fstat").len() as usize;
+    let bytes = pread_full(&held, 0, size).expect("read held");
     assert_eq!(
         sha256(&bytes),
         sha(first, &differ[1]),
-        "a file opened before the rewrite"
+        "{origin:?}: a file opened before the rewrite"
     );
     assert!(mount.log().contains("read again"), "{}", mount.log());
 }
@@ -966,4 +1067,24 @@ fn a_bad_chunk_fails_only_reads_of_its_own_bytes_in_every_io_mode() {
     for key in ["small/1", "large/1"] {
         assert!(log.contains(key), "the log names {key}: {log}");
     }
+}
+
+#[test]
+fn a_reference_file_rewritten_while_mounted_is_followed_and_files_opened_before_read_on() {
+    a_rewritten_set_is_followed(Origin::LocalJson);
+}
+
+#[test]
+fn a_reference_file_on_a_web_server_rewritten_while_mounted_is_followed() {
+    a_rewritten_set_is_followed(Origin::WebJson);
+}
+
+#[test]
+fn a_parquet_reference_folder_rewritten_while_mounted_is_followed() {
+    a_rewritten_set_is_followed(Origin::LocalParquet);
+}
+
+#[test]
+fn a_parquet_reference_folder_on_s3_rewritten_while_mounted_is_followed() {
+    a_rewritten_set_is_followed(Origin::S3Parquet);
 }

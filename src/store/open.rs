@@ -5,10 +5,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::error::Result;
 use crate::store::location::Location;
-use crate::store::namespace::references::live::LiveReferences;
+use crate::store::namespace::references::live::{LiveReferences, Origin};
 use crate::store::namespace::references::ReferenceStore;
 use crate::store::namespace::zip::ZipStore;
 use crate::store::source::blob::{Blob, FileBlob};
@@ -31,12 +32,17 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
         Location::Url(_) => return remote::open(&location, cfg),
     };
     let zip_name = location.name_ends_with(".zip");
+    // A reference set is followed as it is rewritten (with a refresh interval) from the
+    // reading begun here.
+    let started = Instant::now();
     if !cfg.zip && path.is_file() && !zip_name {
         if let Some(refs) = ReferenceStore::from_file(path, cfg)? {
+            let origin = Origin::File(path.into());
             return Ok(Arc::new(LiveReferences::new(
-                path.into(),
+                origin,
                 cfg.clone(),
                 refs,
+                started,
             )));
         }
     }
@@ -46,9 +52,15 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
         return Ok(Arc::new(IcechunkStore::open_local(path, cfg)?));
     }
     if !cfg.zip && path.is_dir() {
-        let folder = Arc::new(FolderStore::open(path)?);
-        if let Some(refs) = ReferenceStore::parquet(folder, &location, cfg)? {
-            return Ok(Arc::new(refs));
+        let folder: Arc<dyn Store> = Arc::new(FolderStore::open(path)?);
+        if let Some(refs) = ReferenceStore::parquet(folder.clone(), &location, cfg)? {
+            let origin = Origin::Parquet { folder, location };
+            return Ok(Arc::new(LiveReferences::new(
+                origin,
+                cfg.clone(),
+                refs,
+                started,
+            )));
         }
     }
     if cfg.zip || (zip_name && !path.is_dir()) {
@@ -62,11 +74,13 @@ pub fn open(spec: &str, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
 #[cfg(feature = "remote")]
 mod remote {
     use std::sync::Arc;
+    use std::time::Instant;
 
     use crate::error::{Error, Result};
     use crate::store::connect;
     use crate::store::location::{path_ends_with, Location};
     use crate::store::namespace::icechunk::IcechunkStore;
+    use crate::store::namespace::references::live::{LiveReferences, Origin};
     use crate::store::namespace::references::ReferenceStore;
     use crate::store::namespace::zip::ZipStore;
     use crate::store::source::blob::{Blob, StoreBlob};
@@ -93,6 +107,7 @@ mod remote {
     /// Open the store at the URL `location`; an Icechunk repository there is opened as
     /// one.
     pub fn open(location: &Location, cfg: &StoreConfig) -> Result<Arc<dyn Store>> {
+        let started = Instant::now();
         let mut url = connect::url(location)?;
         let references = !cfg.zip && is_reference_name(url.path());
         if !(cfg.zip || ends_with_any(url.path(), &[".zip"]) || references) {
@@ -109,7 +124,12 @@ mod remote {
             if is_parquet_name(url.path()) {
                 let label = Location::parse(url.as_str());
                 if let Some(refs) = ReferenceStore::parquet(store.clone(), &label, cfg)? {
-                    return Ok(Arc::new(refs));
+                    let origin = Origin::Parquet {
+                        folder: store,
+                        location: label,
+                    };
+                    let live = LiveReferences::new(origin, cfg.clone(), refs, started);
+                    return Ok(Arc::new(live));
                 }
             }
             return Ok(store);
@@ -130,12 +150,14 @@ mod remote {
             let value = source
                 .read(&name, None)?
                 .ok_or_else(|| Error::NotFound(label.clone()))?;
-            return Ok(Arc::new(ReferenceStore::parse(
-                location,
-                value.bytes,
-                value.version,
-                cfg,
-            )?));
+            let refs = ReferenceStore::parse(location, value.bytes, value.version, cfg)?;
+            let origin = Origin::Object {
+                folder: source,
+                name,
+                location: location.clone(),
+            };
+            let live = LiveReferences::new(origin, cfg.clone(), refs, started);
+            return Ok(Arc::new(live));
         }
         let blob: Box<dyn Blob> = Box::new(StoreBlob::open(source, &name, label)?);
         Ok(Arc::new(ZipStore::open(blob, &cfg.root_markers)?))

@@ -51,7 +51,7 @@ enum Ref {
 /// Where the references are: all in memory (JSON), or in Parquet files read lazily.
 enum Refs {
     Json(BTreeMap<String, Ref>),
-    Parquet(ParquetRefs),
+    Parquet(Box<ParquetRefs>),
 }
 
 pub struct ReferenceStore {
@@ -308,7 +308,7 @@ impl ReferenceStore {
         let label = label.to_string();
         Ok(Some(ReferenceStore {
             label,
-            refs: Refs::Parquet(refs),
+            refs: Refs::Parquet(Box::new(refs)),
             targets: Targets::new(allowed, cfg),
             version,
             cfg: cfg.clone(),

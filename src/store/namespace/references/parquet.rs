@@ -4,10 +4,13 @@
 //! one row per chunk in C order of the chunk grid. The folder is read through a store (a
 //! local folder, or a URL's store with its options and disk cache). Opening reads
 //! `.zmetadata` alone; a chunk's reference is found by its index in the grid, and only the
-//! one Parquet file holding it is read (the last few are kept).
+//! one Parquet file holding it is read (the last few are kept). The version of each file
+//! read is kept too, so that a set that is followed while mounted (`live.rs`) can tell
+//! when a file it read has changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use lru::LruCache;
@@ -56,6 +59,13 @@ pub struct ParquetRefs {
     pub documents: BTreeMap<String, Vec<u8>>,
     grids: BTreeMap<String, Grid>,
     files: Mutex<LruCache<FileId, Slot>>,
+    /// The version of `.zmetadata` the set was read from.
+    zmetadata: Version,
+    /// The version each references file had when this reading first read it.
+    first_read: Mutex<HashMap<FileId, Version>>,
+    /// A references file read again (after it was let go) had another version: the set
+    /// changed since this reading.
+    changed: AtomicBool,
 }
 
 impl ParquetRefs {
@@ -105,8 +115,41 @@ impl ParquetRefs {
             files: Mutex::new(LruCache::new(
                 NonZeroUsize::new(KEPT_FILES).unwrap_or(NonZeroUsize::MIN),
             )),
+            zmetadata: value.version.clone(),
+            first_read: Mutex::new(HashMap::new()),
+            changed: AtomicBool::new(false),
         };
         Ok(Some((refs, value.version)))
+    }
+
+    /// The version of `.zmetadata` this reading was made from.
+    pub fn zmetadata_version(&self) -> &Version {
+        &self.zmetadata
+    }
+
+    /// The references files this reading holds (read, and not let go), by key, with the
+    /// version each was read at.
+    pub fn held(&self) -> Vec<(String, Version)> {
+        let files = self.files.lock();
+        files
+            .iter()
+            .filter_map(|((array, n), slot)| {
+                let file = slot.get()?.as_ref().ok()?;
+                Some((format!("{array}/refs.{n}.parq"), file.version.clone()))
+            })
+            .collect()
+    }
+
+    /// Whether a references file read again had changed since this reading first read
+    /// it.
+    pub fn changed(&self) -> bool {
+        self.changed.load(Ordering::Relaxed)
+    }
+
+    /// Keep every references file this reading reads from now on, for its life: it is
+    /// no longer the set's newest reading, and what it read is not there to read again.
+    pub fn keep_all(&self) {
+        self.files.lock().resize(NonZeroUsize::MAX);
     }
 
     /// The reference of chunk key `key`: `None` when it is no chunk of a known array.
@@ -149,11 +192,23 @@ impl ParquetRefs {
         let label = format!("{}/{key}", self.label);
         let read = || -> Result<Arc<RefsFile>> {
             // No file: every chunk it would hold is missing.
-            let rows = match self.folder.read(&key, None)? {
-                Some(value) => read_rows(&label, value.bytes, self.record_size)?,
-                None => Vec::new(),
+            let (rows, version) = match self.folder.read(&key, None)? {
+                Some(value) => (
+                    read_rows(&label, value.bytes, self.record_size)?,
+                    value.version,
+                ),
+                None => (Vec::new(), Version::Unknown),
             };
-            Ok(Arc::new(RefsFile::new(rows)))
+            let first = self
+                .first_read
+                .lock()
+                .entry(id.clone())
+                .or_insert_with(|| version.clone())
+                .clone();
+            if first != version {
+                self.changed.store(true, Ordering::Relaxed);
+            }
+            Ok(Arc::new(RefsFile::new(rows, version)))
         };
         // Every reader of the file, the one that read it and those that waited, gets its
         // error.
@@ -173,10 +228,12 @@ impl ParquetRefs {
 pub struct RefsFile {
     rows: Vec<Row>,
     rank: Vec<u32>,
+    /// The version of the file the rows were read from (unknown: no such file).
+    version: Version,
 }
 
 impl RefsFile {
-    fn new(rows: Vec<Row>) -> RefsFile {
+    fn new(rows: Vec<Row>, version: Version) -> RefsFile {
         let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
         let rank = rows
             .iter()
@@ -189,7 +246,11 @@ impl RefsFile {
                 _ => 0,
             })
             .collect();
-        RefsFile { rows, rank }
+        RefsFile {
+            rows,
+            rank,
+            version,
+        }
     }
 }
 
