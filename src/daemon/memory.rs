@@ -1,4 +1,5 @@
-//! Process-wide memory settings for programs that stream chunks (the daemon, `cat`).
+//! Process-wide memory settings for programs that stream chunks (the daemon, `cat`), and
+//! the daemon's return of free heap memory to the system.
 
 /// Decoded chunks are large and short-lived. Serve them from a few heaps that keep their
 /// pages (a fixed mmap threshold above chunk sizes, no trimming), so that buffers are
@@ -10,6 +11,39 @@ pub fn tune_allocator() {
         libc::mallopt(libc::M_ARENA_MAX, 2);
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
+/// Bytes freed into the heaps that stay resident at most before they go back to the
+/// system (see [`return_free_memory`]).
+pub const KEEP_FREE: usize = 64 << 20;
+
+/// How often [`return_free_memory`] looks at the heaps.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Give free heap memory back to the system, on a thread of its own for the process's
+/// life, whenever more than [`KEEP_FREE`] bytes were freed since it last did: the heaps
+/// keep the pages of buffers freed and allocated again at once (a stream of chunks, see
+/// [`tune_allocator`]), but buffers freed together (decodes and fetched runs in flight
+/// when many readers end, chunks of a file read through) would otherwise stay resident
+/// beside a full cache for the process's life.
+pub fn return_free_memory() {
+    let spawned = std::thread::Builder::new().name("memory".into()).spawn(|| {
+        let mut low = usize::MAX;
+        loop {
+            std::thread::sleep(LOOK_EVERY);
+            // SAFETY: mallinfo2 only reads the allocator's statistics.
+            let free = unsafe { libc::mallinfo2() }.fordblks;
+            low = low.min(free);
+            if free - low > KEEP_FREE {
+                // SAFETY: malloc_trim only returns free pages of the heaps.
+                unsafe { libc::malloc_trim(0) };
+                low = free;
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        log::warn!("free memory stays with the daemon: no thread to return it ({e})");
     }
 }
 
