@@ -14,7 +14,7 @@ pub fn tune_allocator() {
     }
 }
 
-/// Bytes freed into the heaps that stay resident at most before they go back to the
+/// Free bytes the heaps keep at most before they give their free pages back to the
 /// system (see [`return_free_memory`]).
 pub const KEEP_FREE: usize = 64 << 20;
 
@@ -22,28 +22,24 @@ pub const KEEP_FREE: usize = 64 << 20;
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Give free heap memory back to the system, on a thread of its own for the process's
-/// life, whenever more than [`KEEP_FREE`] bytes were freed since it last did: the heaps
-/// keep the pages of buffers freed and allocated again at once (a stream of chunks, see
-/// [`tune_allocator`]), but buffers freed together (decodes and fetched runs in flight
-/// when many readers end, chunks of a file read through) would otherwise stay resident
-/// beside a full cache for the process's life.
+/// life: whenever the heaps hold more than [`KEEP_FREE`] free bytes, their free pages go
+/// back (those given back before cost nothing more). Buffers freed and allocated again at
+/// once (a stream of chunks, see [`tune_allocator`]) keep their pages; buffers freed
+/// together (decodes and fetched runs in flight when many readers end, the chunks of a
+/// file read through) no longer stay resident beside a full cache for the process's life.
 pub fn return_free_memory() {
-    let spawned = std::thread::Builder::new().name("memory".into()).spawn(|| {
-        let mut low = usize::MAX;
-        loop {
+    let spawned = std::thread::Builder::new()
+        .name("memory".into())
+        .spawn(|| loop {
             std::thread::sleep(LOOK_EVERY);
             // SAFETY: mallinfo2 only reads the allocator's statistics.
-            let free = unsafe { libc::mallinfo2() }.fordblks;
-            low = low.min(free);
-            if free - low > KEEP_FREE {
-                // SAFETY: malloc_trim only returns free pages of the heaps.
+            if unsafe { libc::mallinfo2() }.fordblks > KEEP_FREE {
+                // SAFETY: malloc_trim only gives free pages of the heaps back.
                 unsafe { libc::malloc_trim(0) };
-                low = free;
             }
-        }
-    });
+        });
     if let Err(e) = spawned {
-        log::warn!("free memory stays with the daemon: no thread to return it ({e})");
+        log::warn!("free memory stays with the daemon: no thread to give it back ({e})");
     }
 }
 
