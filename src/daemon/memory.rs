@@ -1,4 +1,5 @@
-//! Process-wide memory settings for programs that stream chunks (the daemon, `cat`).
+//! Process-wide memory settings for programs that stream chunks (the daemon, `cat`), and
+//! the daemon's return of free heap memory to the system.
 
 /// Decoded chunks are large and short-lived. Serve them from a few heaps that keep their
 /// pages (a fixed mmap threshold above chunk sizes, no trimming), so that buffers are
@@ -10,6 +11,35 @@ pub fn tune_allocator() {
         libc::mallopt(libc::M_ARENA_MAX, 2);
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
+/// Free bytes the heaps keep at most before they give their free pages back to the
+/// system (see [`return_free_memory`]).
+pub const KEEP_FREE: usize = 64 << 20;
+
+/// How often [`return_free_memory`] looks at the heaps.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Give free heap memory back to the system, on a thread of its own for the process's
+/// life: whenever the heaps hold more than [`KEEP_FREE`] free bytes, their free pages go
+/// back (those given back before cost nothing more). Buffers freed and allocated again at
+/// once (a stream of chunks, see [`tune_allocator`]) keep their pages; buffers freed
+/// together (decodes and fetched runs in flight when many readers end, the chunks of a
+/// file read through) no longer stay resident beside a full cache for the process's life.
+pub fn return_free_memory() {
+    let spawned = std::thread::Builder::new()
+        .name("memory".into())
+        .spawn(|| loop {
+            std::thread::sleep(LOOK_EVERY);
+            // SAFETY: mallinfo2 only reads the allocator's statistics.
+            if unsafe { libc::mallinfo2() }.fordblks > KEEP_FREE {
+                // SAFETY: malloc_trim only gives free pages of the heaps back.
+                unsafe { libc::malloc_trim(0) };
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("free memory stays with the daemon: no thread to give it back ({e})");
     }
 }
 

@@ -191,6 +191,7 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     }
     background::block_signals();
     crate::daemon::memory::tune_allocator();
+    crate::daemon::memory::return_free_memory();
     let name = crate::store::short_name(&cfg.store);
     let threads = cfg
         .threads
