@@ -89,8 +89,9 @@ pub struct ZarrFs {
 
 const GROUP_SIDECAR: &str = ".group.json";
 
-/// Of the memory given to chunks (`--cache-size`), what decoded chunks may keep: the
-/// rest (a sixteenth, at most 64 MiB) is for chunks being read and decoded.
+/// Of the memory given to chunks (`--cache-size`), what decoded chunks may keep, those
+/// being loaded included (see [`UnitCache`]): the rest (a sixteenth, at most 64 MiB) is
+/// for the stored bytes of chunks being fetched and decoded.
 fn cached_bytes(cache_size: usize) -> usize {
     cache_size - (cache_size / 16).min(64 << 20)
 }

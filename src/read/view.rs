@@ -388,7 +388,8 @@ impl View {
             }
         } else {
             self.plan(cursor, offset, len, false);
-            self.cache.get_or_load(&key, || loader.load(&idx))?
+            self.cache
+                .get_or_load(&key, loader.array.unit_bytes(), || loader.load(&idx))?
         };
         if matches!(chunk.as_ref(), UnitData::Fill(_)) {
             // Nothing to hand out in place: the read writes the fill value.
@@ -436,7 +437,10 @@ impl View {
 
     /// The unit at `idx` (cache key `key`), decoded now if the cache does not hold it.
     fn load_unit(&self, key: &UnitKey, idx: &[u64]) -> Result<Arc<UnitData>> {
-        self.cache.get_or_load(key, || self.loader.load(idx))
+        self.cache
+            .get_or_load(key, self.loader.array.unit_bytes(), || {
+                self.loader.load(idx)
+            })
     }
 
     /// Write file elements `[first, last)` into `dst`: the range splits into boxes, each
