@@ -121,8 +121,10 @@ impl ZarrFs {
             }
         });
         ZarrFs {
-            hierarchy,
-            cache: Arc::new(UnitCache::new(cached_bytes(options.cache_bytes))),
+            cache: Arc::new(
+                UnitCache::new(cached_bytes(options.cache_bytes))
+                    .beside(hierarchy.spans().held_meter()),
+            ),
             prefetcher: Prefetcher::new(options.prefetch_threads),
             layout: options.layout,
             inodes: Inodes::new(),
@@ -131,6 +133,7 @@ impl ZarrFs {
             views: options.views.clone(),
             flats: Mutex::new(HashMap::new()),
             absent: Mutex::new(HashMap::new()),
+            hierarchy,
         }
     }
 

@@ -57,6 +57,9 @@ struct Inner {
 
 pub struct UnitCache {
     budget: usize,
+    /// Bytes held beside the cache for what it will hold (runs of stored chunks fetched
+    /// ahead): the cache gives up as much of its budget, down to half of it.
+    beside: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// Whether the units of a file that fits [`UnitCache::keeps`] stay once served.
     keep_fitting: AtomicBool,
     inner: Mutex<Inner>,
@@ -89,6 +92,7 @@ impl UnitCache {
     pub fn new(budget: usize) -> Self {
         UnitCache {
             budget,
+            beside: None,
             keep_fitting: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 lru: LruCache::unbounded(),
@@ -102,8 +106,27 @@ impl UnitCache {
         }
     }
 
+    /// Give up as much of the budget as `held` says is held beside the cache, down to
+    /// half of it: the stored chunks fetched ahead of their decode (a store's runs, see
+    /// [`crate::store::Spans`]) and the units decoded from them then stay within one
+    /// budget together.
+    pub fn beside(mut self, held: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        self.beside = Some(Box::new(held));
+        self
+    }
+
     pub fn budget(&self) -> usize {
         self.budget
+    }
+
+    /// What units (cached and loading) may hold now: the budget, less what is held
+    /// beside the cache, at least half of it.
+    fn room(&self) -> usize {
+        let Some(held) = &self.beside else {
+            return self.budget;
+        };
+        let held = usize::try_from(held()).unwrap_or(usize::MAX);
+        self.budget.saturating_sub(held).max(self.budget / 2)
     }
 
     /// Keep the units of files of at most half the budget once they are served, so a
@@ -197,7 +220,7 @@ impl UnitCache {
             {
                 return;
             }
-            if !Self::make_room(&mut inner, self.budget, size) {
+            if !Self::make_room(&mut inner, self.room(), size) {
                 return;
             }
             inner.used += size;
@@ -251,7 +274,7 @@ impl UnitCache {
         }
         {
             let mut inner = self.inner.lock();
-            Self::evict_for(&mut inner, self.budget, size);
+            Self::evict_for(&mut inner, self.room(), size);
             inner.used += size;
         }
         self.lead(key, &pending, size, load)
@@ -330,7 +353,8 @@ impl UnitCache {
             inner.used -= old.unit.mem_size();
         }
         inner.used += size;
-        while inner.used > self.budget {
+        let room = self.room();
+        while inner.used > room {
             match inner.lru.pop_lru() {
                 Some((_, old)) => inner.used -= old.unit.mem_size(),
                 None => break,
@@ -524,5 +548,34 @@ mod tests {
         reader.join().unwrap();
         assert_eq!(cache.used(), 300);
         assert!(cache.peek(&(6, 0, vec![3])).is_some());
+    }
+
+    #[test]
+    fn runs_held_beside_take_their_room_down_to_half_the_budget() {
+        let held = Arc::new(AtomicUsize::new(0));
+        let meter = held.clone();
+        let cache = UnitCache::new(400).beside(move || meter.load(Ordering::Relaxed) as u64);
+        let load = |cache: &UnitCache, i: u64| {
+            cache
+                .get_or_load(&(7, 0, vec![i]), 100, || Ok(UnitData::Fixed(vec![0; 100])))
+                .unwrap();
+        };
+        for i in 0..4 {
+            load(&cache, i);
+        }
+        assert_eq!(cache.used(), 400);
+        // Runs of 100 bytes fetched beside: the next unit takes the room of two.
+        held.store(100, Ordering::Relaxed);
+        load(&cache, 4);
+        assert_eq!(cache.used(), 300);
+        assert!(cache.peek(&(7, 0, vec![1])).is_none());
+        // However much is held beside, units keep half the budget.
+        held.store(1000, Ordering::Relaxed);
+        load(&cache, 5);
+        assert_eq!(cache.used(), 200);
+        held.store(0, Ordering::Relaxed);
+        load(&cache, 6);
+        load(&cache, 7);
+        assert_eq!(cache.used(), 400);
     }
 }
