@@ -30,7 +30,7 @@ fn memory_freed_in_a_burst_goes_back_to_the_system() {
     let full = resident();
     drop(buffers);
     // All but what the heaps may keep goes back (generous deadline; no timing asserted).
-    let want = full - 256 * MIB + KEEP_FREE as u64 + 16 * MIB;
+    let want = full - 256 * MIB + KEEP_FREE + 16 * MIB;
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut now = resident();
     while now > want && Instant::now() < deadline {

@@ -432,9 +432,10 @@ fn write_array(
         .saturating_mul(unit)
         .min(half_memory)
         .max(64 << 20);
-    let cache = Arc::new(UnitCache::new(
-        usize::try_from(budget).unwrap_or(usize::MAX),
-    ));
+    let cache = Arc::new(
+        UnitCache::new(usize::try_from(budget).unwrap_or(usize::MAX))
+            .beside(h.spans().held_meter()),
+    );
     if array.meta.dtype.is_var() {
         if limit < u64::MAX {
             return Err(formats::too_large(path, u64::MAX, limit));

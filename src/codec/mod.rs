@@ -242,6 +242,12 @@ impl CodecChain {
         (last < MAX_BUFFER).then_some(last)
     }
 
+    /// Whether decoding turns the stored bytes into another buffer (a bytes-to-bytes
+    /// codec, such as a compressor, is in the chain): a decode then holds both at once.
+    pub fn decodes_into_another_buffer(&self) -> bool {
+        !self.b2b.is_empty()
+    }
+
     /// The sharding codec, when it is the whole chain.
     pub fn sole_sharding(&self) -> Option<&sharding::Sharding> {
         if self.a2a.is_empty() && self.b2b.is_empty() {

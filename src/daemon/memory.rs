@@ -14,33 +14,52 @@ pub fn tune_allocator() {
     }
 }
 
-/// Free bytes the heaps keep at most before they give their free pages back to the
-/// system (see [`return_free_memory`]).
-pub const KEEP_FREE: usize = 64 << 20;
+/// Free heap bytes that stay resident at most before the heaps give their free pages
+/// back to the system (see [`return_free_memory`]).
+pub const KEEP_FREE: u64 = 32 << 20;
 
 /// How often [`return_free_memory`] looks at the heaps.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Give free heap memory back to the system, on a thread of its own for the process's
-/// life: whenever the heaps hold more than [`KEEP_FREE`] free bytes, their free pages go
-/// back (those given back before cost nothing more). Buffers freed and allocated again at
-/// once (a stream of chunks, see [`tune_allocator`]) keep their pages; buffers freed
-/// together (decodes and fetched runs in flight when many readers end, the chunks of a
-/// file read through) no longer stay resident beside a full cache for the process's life.
+/// life, whenever more than [`KEEP_FREE`] bytes of it are resident: what is resident
+/// beyond what is allocated, less the least seen so far (the program's own pages, and
+/// allocations not written yet). Buffers freed and allocated again at once (a stream of
+/// chunks, see [`tune_allocator`]) keep their pages; buffers freed together (decodes and
+/// fetched runs in flight when many readers end, the chunks of a file read through) no
+/// longer stay resident beside a full cache for the process's life.
 pub fn return_free_memory() {
-    let spawned = std::thread::Builder::new()
-        .name("memory".into())
-        .spawn(|| loop {
+    let spawned = std::thread::Builder::new().name("memory".into()).spawn(|| {
+        let mut least = i64::MAX;
+        loop {
             std::thread::sleep(LOOK_EVERY);
+            let Some(resident) = resident() else {
+                continue;
+            };
             // SAFETY: mallinfo2 only reads the allocator's statistics.
-            if unsafe { libc::mallinfo2() }.fordblks > KEEP_FREE {
+            let info = unsafe { libc::mallinfo2() };
+            let allocated = info.uordblks.saturating_add(info.hblkhd) as u64;
+            let apart = i64::try_from(resident).unwrap_or(i64::MAX)
+                - i64::try_from(allocated).unwrap_or(i64::MAX);
+            least = least.min(apart);
+            if apart.saturating_sub(least) > KEEP_FREE as i64 {
                 // SAFETY: malloc_trim only gives free pages of the heaps back.
                 unsafe { libc::malloc_trim(0) };
             }
-        });
+        }
+    });
     if let Err(e) = spawned {
         log::warn!("free memory stays with the daemon: no thread to give it back ({e})");
     }
+}
+
+/// The process's resident memory in bytes (`/proc/self/statm`).
+fn resident() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf only reads system configuration.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages.saturating_mul(page.max(0) as u64))
 }
 
 /// The machine's physical memory in bytes (0 when the system does not say).

@@ -116,8 +116,9 @@ const GROUP_SIDECAR: &str = ".group.json";
 /// A directory entry's name and the node it stands for.
 type Named = (String, Node);
 
-/// Of the memory given to chunks (`--cache-size`), what decoded chunks may keep: the
-/// rest (a sixteenth, at most 64 MiB) is for chunks being read and decoded.
+/// Of the memory given to chunks (`--cache-size`), what decoded chunks may keep, those
+/// being loaded included (see [`UnitCache`]): the rest (a sixteenth, at most 64 MiB) is
+/// for the stored bytes of chunks being fetched and decoded.
 fn cached_bytes(cache_size: usize) -> usize {
     cache_size - (cache_size / 16).min(64 << 20)
 }
@@ -147,8 +148,10 @@ impl ZarrFs {
             }
         });
         ZarrFs {
-            hierarchy,
-            cache: Arc::new(UnitCache::new(cached_bytes(options.cache_bytes))),
+            cache: Arc::new(
+                UnitCache::new(cached_bytes(options.cache_bytes))
+                    .beside(hierarchy.spans().held_meter()),
+            ),
             prefetcher: Prefetcher::new(options.prefetch_threads),
             layout: options.layout,
             inodes: Inodes::new(),
@@ -158,6 +161,7 @@ impl ZarrFs {
             flats: Mutex::new(HashMap::new()),
             absent: Mutex::new(HashMap::new()),
             per_inode: OnceLock::new(),
+            hierarchy,
         }
     }
 

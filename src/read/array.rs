@@ -51,6 +51,10 @@ pub struct Array {
     spans: Spans,
     /// Bytes fetched from the store so far (for benchmarks and tests).
     fetched: AtomicU64,
+    /// Stored bytes of the units decoded into another buffer so far, and how many units
+    /// (see [`Array::load_bytes`]).
+    stored: AtomicU64,
+    stored_units: AtomicU64,
 }
 
 impl std::fmt::Debug for Array {
@@ -131,6 +135,8 @@ impl Array {
             hinted_shards: Mutex::new(LruCache::new(capacity)),
             spans,
             fetched: AtomicU64::new(0),
+            stored: AtomicU64::new(0),
+            stored_units: AtomicU64::new(0),
         })
     }
 
@@ -198,6 +204,34 @@ impl Array {
         self.unit_repr.fixed_len().unwrap_or(0)
     }
 
+    /// Bytes a unit's load holds at its height: the decoded unit and, when its chain
+    /// decodes the stored bytes into another buffer (a compressed chunk), those too, by
+    /// the mean of the units read so far (as many as decoded before the first).
+    pub fn load_bytes(&self) -> usize {
+        let unit = self.unit_bytes();
+        let decodes_apart = match self.chain.as_ref() {
+            Some(chain) => match chain.sole_sharding() {
+                Some(shard) => shard.inner.decodes_into_another_buffer(),
+                None => chain.decodes_into_another_buffer(),
+            },
+            None => false,
+        };
+        if !decodes_apart {
+            return unit;
+        }
+        let stored = match self.stored_units.load(Ordering::Relaxed) {
+            0 => unit as u64,
+            n => self.stored.load(Ordering::Relaxed) / n,
+        };
+        unit.saturating_add(usize::try_from(stored).unwrap_or(usize::MAX))
+    }
+
+    /// Note a unit's stored bytes, about to be decoded (see [`Array::load_bytes`]).
+    fn note_stored(&self, bytes: &[u8]) {
+        self.stored.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.stored_units.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn bytes_fetched(&self) -> u64 {
         self.fetched.load(Ordering::Relaxed)
     }
@@ -254,7 +288,10 @@ impl Array {
                 let key = self.meta.chunk_key(idx);
                 match (self.fetch(&key, None)?, &self.chain) {
                     (None, _) => self.unit_repr.fill_marker(),
-                    (Some(bytes), Some(chain)) => chain.decode(bytes).map_err(|e| e.at_key(&key)),
+                    (Some(bytes), Some(chain)) => {
+                        self.note_stored(&bytes);
+                        chain.decode(bytes).map_err(|e| e.at_key(&key))
+                    }
                     (Some(_), None) => Err(Error::unsupported(
                         &key,
                         format!(
@@ -303,6 +340,7 @@ impl Array {
                     Some(bytes) => bytes,
                     None => span(offset, nbytes)?.bytes,
                 };
+                self.note_stored(&bytes);
                 shard.inner.decode(bytes).map_err(|e| e.at_key(&key))
             }
         }
@@ -336,5 +374,57 @@ impl Array {
             .lock()
             .put(key.to_string(), index.clone());
         Ok(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    /// A one-dimensional uint8 array of two chunks of 512 bytes, through `codecs`, with
+    /// chunk `i`'s stored bytes `chunks[i]`.
+    fn array(codecs: &str, chunks: [Vec<u8>; 2]) -> Array {
+        let mut store = MemoryStore::new();
+        let doc = format!(
+            r#"{{"zarr_format": 3, "node_type": "array", "shape": [1024], "data_type": "uint8",
+                "chunk_grid": {{"name": "regular", "configuration": {{"chunk_shape": [512]}}}},
+                "chunk_key_encoding": {{"name": "default"}}, "fill_value": 0,
+                "codecs": [{codecs}]}}"#
+        );
+        store.insert("zarr.json", doc.into_bytes());
+        let [c0, c1] = chunks;
+        store.insert("c/0", c0);
+        store.insert("c/1", c1);
+        let store: Arc<dyn Store> = Arc::new(store);
+        let meta = Hierarchy::open(store.clone()).unwrap().array("").unwrap();
+        Array::open(meta, store).unwrap()
+    }
+
+    #[test]
+    fn a_load_holds_the_stored_bytes_of_a_compressed_unit_beside_the_decoded_ones() {
+        let noise: Vec<u8> = (0..512u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let zeros = zstd::encode_all(&[0u8; 512][..], 3).unwrap();
+        let noisy = zstd::encode_all(&noise[..], 3).unwrap();
+        let (s0, s1) = (zeros.len(), noisy.len());
+        let zstd = array(
+            r#"{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 3, "checksum": false}}"#,
+            [zeros, noisy],
+        );
+        // Before any read: as many stored bytes as decoded ones.
+        assert_eq!(zstd.load_bytes(), 512 + 512);
+        assert_eq!(zstd.read_unit(&[0]).unwrap(), UnitData::Fixed(vec![0; 512]));
+        assert_eq!(zstd.load_bytes(), 512 + s0);
+        assert_eq!(
+            zstd.read_unit(&[1]).unwrap(),
+            UnitData::Fixed(noise.clone())
+        );
+        assert_eq!(zstd.load_bytes(), 512 + (s0 + s1) / 2);
+        // Stored bytes that are the unit's own (no compressor) count once.
+        let raw = array(r#"{"name": "bytes"}"#, [vec![7; 512], noise]);
+        raw.read_unit(&[0]).unwrap();
+        assert_eq!(raw.load_bytes(), 512);
     }
 }

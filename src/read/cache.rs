@@ -7,7 +7,9 @@
 //! A prefetch never pushes out a unit some reader used within the last [`IN_USE`]: when
 //! the budget holds only units in use (several readers each working through a large
 //! slab), prefetch stops and readers decode what they need themselves, instead of
-//! prefetches and readers evicting each other's units over and over.
+//! prefetches and readers evicting each other's units over and over. A unit being loaded
+//! holds its decoded size of the budget from the start of its load (its fetch and
+//! decode), so that units cached and units in flight together stay within the budget.
 
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroUsize;
@@ -55,6 +57,9 @@ struct Inner {
 
 pub struct UnitCache {
     budget: usize,
+    /// Bytes held beside the cache for what it will hold (runs of stored chunks fetched
+    /// ahead): the cache gives up as much of its budget, down to half of it.
+    beside: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// Whether the units of a file that fits [`UnitCache::keeps`] stay once served.
     keep_fitting: AtomicBool,
     inner: Mutex<Inner>,
@@ -68,10 +73,15 @@ struct Leader<'a> {
     key: &'a UnitKey,
     pending: &'a Pending,
     unit: Option<Arc<UnitData>>,
+    /// Bytes of the budget the load holds until its unit is cached.
+    reserved: usize,
 }
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
+        if self.reserved > 0 {
+            self.cache.inner.lock().used -= self.reserved;
+        }
         *self.pending.done.lock() = Some(self.unit.take());
         self.pending.cv.notify_all();
         self.cache.loading.lock().remove(self.key);
@@ -82,6 +92,7 @@ impl UnitCache {
     pub fn new(budget: usize) -> Self {
         UnitCache {
             budget,
+            beside: None,
             keep_fitting: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 lru: LruCache::unbounded(),
@@ -95,8 +106,27 @@ impl UnitCache {
         }
     }
 
+    /// Give up as much of the budget as `held` says is held beside the cache, down to
+    /// half of it: the stored chunks fetched ahead of their decode (a store's runs, see
+    /// [`crate::store::Spans`]) and the units decoded from them then stay within one
+    /// budget together.
+    pub fn beside(mut self, held: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        self.beside = Some(Box::new(held));
+        self
+    }
+
     pub fn budget(&self) -> usize {
         self.budget
+    }
+
+    /// What units (cached and loading) may hold now: the budget, less what is held
+    /// beside the cache, at least half of it.
+    fn room(&self) -> usize {
+        let Some(held) = &self.beside else {
+            return self.budget;
+        };
+        let held = usize::try_from(held()).unwrap_or(usize::MAX);
+        self.budget.saturating_sub(held).max(self.budget / 2)
     }
 
     /// Keep the units of files of at most half the budget once they are served, so a
@@ -190,21 +220,25 @@ impl UnitCache {
             {
                 return;
             }
-            if !Self::make_room(&mut inner, self.budget, size) {
+            if !Self::make_room(&mut inner, self.room(), size) {
                 return;
             }
+            inner.used += size;
             let pending = Arc::new(Pending::default());
             loading.insert(key.clone(), pending.clone());
             pending
         };
         // Errors surface when a reader asks for the unit.
-        let _ = self.lead(key, &pending, load);
+        let _ = self.lead(key, &pending, size, load);
     }
 
-    /// The unit at `key`, loading it with `load` on a miss (once, however many ask).
+    /// The unit at `key` (about `size` bytes decoded; 0 when not known), loading it with
+    /// `load` on a miss (once, however many ask). The load makes room for its unit at
+    /// once, pushing out the least recently used units as caching it would.
     pub fn get_or_load(
         &self,
         key: &UnitKey,
+        size: usize,
         load: impl FnOnce() -> Result<UnitData>,
     ) -> Result<Arc<UnitData>> {
         if let Some(hit) = self.peek(key) {
@@ -238,27 +272,37 @@ impl UnitCache {
             // The leader failed: report our own error.
             return load().map(Arc::new);
         }
-        self.lead(key, &pending, load)
+        {
+            let mut inner = self.inner.lock();
+            Self::evict_for(&mut inner, self.room(), size);
+            inner.used += size;
+        }
+        self.lead(key, &pending, size, load)
     }
 
-    /// Load `key` as the leader registered with `pending` in `loading`: cache the unit,
+    /// Load `key` as the leader registered with `pending` in `loading`, holding
+    /// `reserved` bytes of the budget (counted in `used`): cache the unit in their place,
     /// then release the waiters.
     fn lead(
         &self,
         key: &UnitKey,
         pending: &Pending,
+        reserved: usize,
         load: impl FnOnce() -> Result<UnitData>,
     ) -> Result<Arc<UnitData>> {
-        // Waiters are released however the load ends, a panic included.
+        // Waiters are released and the reservation given back however the load ends, a
+        // panic included.
         let mut leader = Leader {
             cache: self,
             key,
             pending,
             unit: None,
+            reserved,
         };
         let result = load().map(Arc::new);
         if let Ok(unit) = &result {
-            self.insert(key.clone(), unit.clone());
+            self.insert(key.clone(), unit.clone(), reserved);
+            leader.reserved = 0;
             leader.unit = Some(unit.clone());
         }
         drop(leader);
@@ -281,12 +325,25 @@ impl UnitCache {
         true
     }
 
-    fn insert(&self, key: UnitKey, unit: Arc<UnitData>) {
+    /// Evict units, least recently used first, in use or not, until `size` more bytes
+    /// fit (or none is left).
+    fn evict_for(inner: &mut Inner, budget: usize, size: usize) {
+        while inner.used.saturating_add(size) > budget {
+            match inner.lru.pop_lru() {
+                Some((_, old)) => inner.used -= old.unit.mem_size(),
+                None => break,
+            }
+        }
+    }
+
+    /// Cache `unit` at `key` in place of the `reserved` bytes its load held.
+    fn insert(&self, key: UnitKey, unit: Arc<UnitData>, reserved: usize) {
         let size = unit.mem_size();
+        let mut inner = self.inner.lock();
+        inner.used -= reserved;
         if size > self.budget {
             return;
         }
-        let mut inner = self.inner.lock();
         let entry = Entry {
             unit,
             served: 0,
@@ -296,7 +353,8 @@ impl UnitCache {
             inner.used -= old.unit.mem_size();
         }
         inner.used += size;
-        while inner.used > self.budget {
+        let room = self.room();
+        while inner.used > room {
             match inner.lru.pop_lru() {
                 Some((_, old)) => inner.used -= old.unit.mem_size(),
                 None => break,
@@ -315,7 +373,7 @@ mod tests {
         let cache = Arc::new(UnitCache::new(250));
         for i in 0..5u64 {
             cache
-                .get_or_load(&(1, 0, vec![i]), || Ok(UnitData::Fixed(vec![0; 100])))
+                .get_or_load(&(1, 0, vec![i]), 100, || Ok(UnitData::Fixed(vec![0; 100])))
                 .unwrap();
         }
         assert!(cache.used() <= 250);
@@ -329,7 +387,7 @@ mod tests {
                 let loads = loads.clone();
                 std::thread::spawn(move || {
                     cache
-                        .get_or_load(&(2, 0, vec![0]), || {
+                        .get_or_load(&(2, 0, vec![0]), 10, || {
                             loads.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(50));
                             Ok(UnitData::Fixed(vec![7; 10]))
@@ -354,7 +412,7 @@ mod tests {
             let key = key.clone();
             std::thread::spawn(move || {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    cache.get_or_load(&key, || {
+                    cache.get_or_load(&key, 10, || {
                         started_tx.send(()).unwrap();
                         std::thread::sleep(std::time::Duration::from_millis(100));
                         panic!("a bug in a decoder")
@@ -364,10 +422,11 @@ mod tests {
         };
         started_rx.recv().unwrap();
         // A waiter behind the panicking leader gets an answer (its own load), not a hang.
-        let got = cache.get_or_load(&key, || Ok(UnitData::Fixed(vec![5; 10])));
+        let got = cache.get_or_load(&key, 10, || Ok(UnitData::Fixed(vec![5; 10])));
         assert_eq!(*got.unwrap(), UnitData::Fixed(vec![5; 10]));
         leader.join().unwrap();
         assert!(cache.loading.lock().is_empty());
+        assert_eq!(cache.used(), 0, "the failed load gave its room back");
     }
 
     #[test]
@@ -378,7 +437,7 @@ mod tests {
         assert!(!cache.claim_prefetch(&key), "queued once");
         // A reader gets there first and is handed all 100 bytes in two parts.
         cache
-            .get_or_load(&key, || Ok(UnitData::Fixed(vec![1; 100])))
+            .get_or_load(&key, 100, || Ok(UnitData::Fixed(vec![1; 100])))
             .unwrap();
         cache.served(&key, 60);
         assert!(cache.peek(&key).is_some());
@@ -399,7 +458,7 @@ mod tests {
         let cache = UnitCache::new(300);
         for i in 0..3u64 {
             cache
-                .get_or_load(&(5, 0, vec![i]), || Ok(UnitData::Fixed(vec![0; 100])))
+                .get_or_load(&(5, 0, vec![i]), 100, || Ok(UnitData::Fixed(vec![0; 100])))
                 .unwrap();
         }
         // The budget holds three units readers just used: a prefetch does not load.
@@ -410,7 +469,7 @@ mod tests {
         assert_eq!(cache.used(), 300);
         // A reader's own load still makes room.
         cache
-            .get_or_load(&key, || Ok(UnitData::Fixed(vec![1; 100])))
+            .get_or_load(&key, 100, || Ok(UnitData::Fixed(vec![1; 100])))
             .unwrap();
         assert!(cache.peek(&key).is_some());
         assert_eq!(cache.used(), 300);
@@ -442,12 +501,81 @@ mod tests {
                 let (cache, decodes, key) = (cache.clone(), decodes.clone(), key.clone());
                 std::thread::spawn(move || cache.prefetch(&key, 64, || load(&decodes)))
             };
-            let unit = cache.get_or_load(&key, || load(&decodes)).unwrap();
+            let unit = cache.get_or_load(&key, 64, || load(&decodes)).unwrap();
             cache.served(&key, unit.mem_size());
             prefetch.join().unwrap();
             // A prefetch that lost the race may leave the unit cached; it is not read.
             cache.served(&key, unit.mem_size());
         }
         assert_eq!(decodes.load(Ordering::SeqCst), rounds as usize, "decodes");
+    }
+
+    #[test]
+    fn units_being_loaded_hold_their_room_in_the_budget() {
+        let cache = Arc::new(UnitCache::new(300));
+        for i in 0..3u64 {
+            cache
+                .get_or_load(&(6, 0, vec![i]), 100, || Ok(UnitData::Fixed(vec![0; 100])))
+                .unwrap();
+        }
+        // A reader's load of a fourth unit makes room for it as it starts: the least
+        // recently used unit goes before the load ends, not after.
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (finish_tx, finish_rx) = std::sync::mpsc::channel::<()>();
+        let reader = {
+            let cache = cache.clone();
+            std::thread::spawn(move || {
+                cache
+                    .get_or_load(&(6, 0, vec![3]), 100, || {
+                        started_tx.send(()).unwrap();
+                        finish_rx.recv().unwrap();
+                        Ok(UnitData::Fixed(vec![3; 100]))
+                    })
+                    .unwrap();
+            })
+        };
+        started_rx.recv().unwrap();
+        assert!(
+            cache.peek(&(6, 0, vec![0])).is_none(),
+            "room made as the load starts"
+        );
+        assert_eq!(cache.used(), 300);
+        // A prefetch finds no room while units in use and the load fill the budget.
+        cache.prefetch(&(6, 0, vec![4]), 100, || {
+            panic!("no room for this prefetch")
+        });
+        finish_tx.send(()).unwrap();
+        reader.join().unwrap();
+        assert_eq!(cache.used(), 300);
+        assert!(cache.peek(&(6, 0, vec![3])).is_some());
+    }
+
+    #[test]
+    fn runs_held_beside_take_their_room_down_to_half_the_budget() {
+        let held = Arc::new(AtomicUsize::new(0));
+        let meter = held.clone();
+        let cache = UnitCache::new(400).beside(move || meter.load(Ordering::Relaxed) as u64);
+        let load = |cache: &UnitCache, i: u64| {
+            cache
+                .get_or_load(&(7, 0, vec![i]), 100, || Ok(UnitData::Fixed(vec![0; 100])))
+                .unwrap();
+        };
+        for i in 0..4 {
+            load(&cache, i);
+        }
+        assert_eq!(cache.used(), 400);
+        // Runs of 100 bytes fetched beside: the next unit takes the room of two.
+        held.store(100, Ordering::Relaxed);
+        load(&cache, 4);
+        assert_eq!(cache.used(), 300);
+        assert!(cache.peek(&(7, 0, vec![1])).is_none());
+        // However much is held beside, units keep half the budget.
+        held.store(1000, Ordering::Relaxed);
+        load(&cache, 5);
+        assert_eq!(cache.used(), 200);
+        held.store(0, Ordering::Relaxed);
+        load(&cache, 6);
+        load(&cache, 7);
+        assert_eq!(cache.used(), 400);
     }
 }

@@ -41,7 +41,7 @@ pub fn write_var_lines(
     let geometry = Geometry::new(&meta.shape, array.unit_shape(), order, 0);
     geometry.runs(Order::C, 0, elements, |run| {
         let key = (array.unit_id(run.unit), 0, run.unit.to_vec());
-        let chunk = cache.get_or_load(&key, || array.read_unit(run.unit))?;
+        let chunk = cache.get_or_load(&key, 0, || array.read_unit(run.unit))?;
         let UnitData::Var(items) = chunk.as_ref() else {
             return Err(Error::corrupt(
                 &meta.meta_key,

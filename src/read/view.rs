@@ -273,7 +273,7 @@ impl View {
             }
             let (loader, cache) = (self.loader.clone(), self.cache.clone());
             let job_key = key.clone();
-            let size = loader.array.unit_bytes();
+            let size = loader.array.load_bytes();
             let job_unit = unit.clone();
             let job = move || cache.prefetch(&job_key, size, || loader.load(&job_unit));
             if !prefetcher.submit(job) {
@@ -420,7 +420,8 @@ impl View {
             }
         } else {
             self.plan(cursor, offset, len, false);
-            self.cache.get_or_load(&key, || loader.load(&idx))?
+            self.cache
+                .get_or_load(&key, loader.array.load_bytes(), || loader.load(&idx))?
         };
         if matches!(chunk.as_ref(), UnitData::Fill(_)) {
             // Nothing to hand out in place: the read writes the fill value.
@@ -487,7 +488,10 @@ impl View {
 
     /// The unit at `idx` (cache key `key`), decoded now if the cache does not hold it.
     fn load_unit(&self, key: &UnitKey, idx: &[u64]) -> Result<Arc<UnitData>> {
-        self.cache.get_or_load(key, || self.loader.load(idx))
+        self.cache
+            .get_or_load(key, self.loader.array.load_bytes(), || {
+                self.loader.load(idx)
+            })
     }
 
     /// Write file elements `[first, last)` into `dst`: the range splits into boxes, each

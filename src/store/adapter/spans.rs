@@ -79,6 +79,8 @@ struct Shared {
     budget: u64,
     readers: AtomicU64,
     state: Mutex<State>,
+    /// `state.bytes`, read without the lock.
+    held: AtomicU64,
 }
 
 /// Bytes of fetched runs kept for `requests` requests in flight of `request_bytes` each:
@@ -174,6 +176,7 @@ impl Spans {
                 budget,
                 readers: AtomicU64::new(1),
                 state: Mutex::new(State::default()),
+                held: AtomicU64::new(0),
             }),
             reader: 0,
             once: false,
@@ -203,7 +206,14 @@ impl Spans {
 
     /// Bytes the runs of every reader sharing this budget hold (or will once fetched).
     pub fn held(&self) -> u64 {
-        self.shared.state.lock().bytes
+        self.shared.held.load(Ordering::Relaxed)
+    }
+
+    /// [`Spans::held`], for as long as the budget lives: what a cache of what the runs
+    /// are decoded into gives up for them.
+    pub fn held_meter(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move || shared.held.load(Ordering::Relaxed)
     }
 
     fn layout(
@@ -242,6 +252,7 @@ impl Spans {
                 }
             }
         }
+        self.shared.held.store(state.bytes, Ordering::Relaxed);
         slot
     }
 
@@ -254,6 +265,7 @@ impl Spans {
             .is_some_and(|(s, _)| Arc::ptr_eq(s, slot))
         {
             state.remove(group);
+            self.shared.held.store(state.bytes, Ordering::Relaxed);
         }
     }
 
@@ -273,6 +285,7 @@ impl Spans {
         if all_read {
             state.remove(group);
         }
+        self.shared.held.store(state.bytes, Ordering::Relaxed);
     }
 
     /// The bytes of member `member` of object `key` at `version`, whose members (their
@@ -437,6 +450,7 @@ impl Drop for Spans {
             !mine
         });
         order.retain(|g| g.0 .0 != reader);
+        self.shared.held.store(*bytes, Ordering::Relaxed);
     }
 }
 
