@@ -47,7 +47,8 @@ pub fn venv_python(env: &str, name: &str) -> PathBuf {
 }
 
 /// Runs Python `code` with `python` and `args` (the icechunk package's logs at error
-/// level): its stdout; a failure fails the test, naming `what`, with its stderr.
+/// level, Python's fault handler on): its stdout; a failure fails the test, naming
+/// `what`, with how the process ended, its stderr and the end of its stdout.
 pub fn run_python<A: AsRef<std::ffi::OsStr>>(
     python: &std::path::Path,
     what: &str,
@@ -55,16 +56,28 @@ pub fn run_python<A: AsRef<std::ffi::OsStr>>(
     args: impl IntoIterator<Item = A>,
 ) -> String {
     let out = std::process::Command::new(python)
-        .args(["-c", code])
+        .args(["-X", "faulthandler", "-c", code])
         .args(args)
         .env("RUST_LOG", "error")
         .output()
         .unwrap_or_else(|e| panic!("{what}: run {}: {e}", python.display()));
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if !out.status.success() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let tail: String = stdout
+            .chars()
+            .rev()
+            .take(400)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        panic!(
+            "{what}: {} ({} bytes of stdout, ending {tail:?}): {}",
+            out.status,
+            out.stdout.len(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
