@@ -702,6 +702,17 @@ fn write_v2_array(dir: &std::path::Path, dtype: &str, shape: usize, data: &[u8])
     std::fs::write(dir.join("0"), data).unwrap();
 }
 
+/// A fresh folder `zarrfs-TAG-PID` in the temp dir holding a v2 group whose array `a`
+/// is three bytes, 1 2 3.
+fn v2_group_with_array_a(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("zarrfs-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    write_v2_array(&dir.join("a"), "|u1", 3, &[1, 2, 3]);
+    dir
+}
+
 #[test]
 fn a_format_from_one_file_and_one_registry_line_builds_a_file_of_two_arrays() {
     let dir = std::env::temp_dir().join(format!("zarrfs-concat-{}", std::process::id()));
@@ -943,11 +954,7 @@ fn unchanged_nodes_keep_their_numbers_across_forgets_and_readings_again() {
 
 #[test]
 fn a_number_renewed_shows_its_new_reading_and_an_open_file_keeps_another_inode() {
-    let dir = std::env::temp_dir().join(format!("zarrfs-renew-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
-    write_v2_array(&dir.join("a"), "|u1", 3, &[1, 2, 3]);
+    let dir = v2_group_with_array_a("renew");
     let store = Arc::new(FolderStore::open(&dir).unwrap());
     // Every look reads the store again.
     let hierarchy = Hierarchy::open(store)
@@ -1017,11 +1024,7 @@ fn refreshing_fs(dir: &std::path::Path, interval: std::time::Duration) -> ZarrFs
 
 #[test]
 fn the_kernel_keeps_a_name_no_longer_than_the_reading_it_came_from() {
-    let dir = std::env::temp_dir().join(format!("zarrfs-entry-ttl-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
-    write_v2_array(&dir.join("a"), "|u1", 3, &[1, 2, 3]);
+    let dir = v2_group_with_array_a("entry-ttl");
     std::fs::create_dir_all(dir.join("g")).unwrap();
     std::fs::write(dir.join("g/.zgroup"), r#"{"zarr_format": 2}"#).unwrap();
     let interval = std::time::Duration::from_secs(3600);
@@ -1049,11 +1052,7 @@ fn the_kernel_keeps_a_name_no_longer_than_the_reading_it_came_from() {
 
 #[test]
 fn a_listing_made_again_from_the_hierarchy_is_as_old_as_the_hierarchy_s_listing() {
-    let dir = std::env::temp_dir().join(format!("zarrfs-listing-age-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
-    write_v2_array(&dir.join("a"), "|u1", 3, &[1, 2, 3]);
+    let dir = v2_group_with_array_a("listing-age");
     let interval = std::time::Duration::from_millis(400);
     let fs = refreshing_fs(&dir, interval);
     assert_eq!(names(&fs, ROOT), [".a.json", ".group.json", "a"]);
