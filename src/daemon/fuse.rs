@@ -338,12 +338,8 @@ impl Filesystem for FuseAdapter {
         self.meta(move |fs, _| {
             reply!(reply, "refresh", fs.refresh(ino.0), |inodes| {
                 // The kernel drops the attributes and pages it holds of each, so that
-                // the next stat and open ask again.
-                kernel.drop_inodes(&inodes);
-                reply.ok();
-                // Names are dropped after the reply: the kernel holds the directory's
-                // lock while the setxattr is answered.
-                kernel.drop_names_later(|| fs.names_of(&inodes));
+                // the next stat and open ask again, and then their names.
+                kernel.refreshed(&inodes, || fs.names_of(&inodes), || reply.ok());
             })
         })
     }

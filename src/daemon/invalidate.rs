@@ -47,16 +47,31 @@ impl Invalidator {
         }
     }
 
-    /// [`Invalidator::drop_names`] on a thread of its own, counted until done (see
+    /// A refresh asked for by `setxattr`: the kernel drops the attributes and pages of
+    /// `inodes` now, `answer` replies to the request, and the names `names` gives are
+    /// dropped after it on a thread of their own (the kernel holds the directory's lock
+    /// until the answer). They are counted from before the answer, so that a read of
+    /// the refresh attribute that the answer lets the caller make waits for them (see
     /// [`Invalidator::wait`]).
-    pub fn drop_names_later(&self, names: impl FnOnce() -> Vec<(u64, String)>) {
-        if let Some(n) = self.notifier.get().cloned() {
-            let names = names();
-            let dropping = self.dropping.clone();
-            dropping.start();
+    pub fn refreshed(
+        &self,
+        inodes: &[u64],
+        names: impl FnOnce() -> Vec<(u64, String)>,
+        answer: impl FnOnce(),
+    ) {
+        self.drop_inodes(inodes);
+        let pending = Pending::start(self.dropping.clone());
+        let notifier = self.notifier.get().cloned();
+        let names = if notifier.is_some() {
+            names()
+        } else {
+            Vec::new()
+        };
+        answer();
+        if let Some(n) = notifier {
             std::thread::spawn(move || {
                 drop_names(&n, &names);
-                dropping.end();
+                drop(pending);
             });
         }
     }
@@ -70,6 +85,22 @@ impl Invalidator {
 fn drop_names(n: &Notifier, names: &[(u64, String)]) {
     for (parent, name) in names {
         let _ = n.inval_entry(INodeNo(*parent), OsStr::new(name));
+    }
+}
+
+/// One refresh's names, counted as being dropped until this is dropped.
+struct Pending(Arc<Dropping>);
+
+impl Pending {
+    fn start(dropping: Arc<Dropping>) -> Pending {
+        dropping.start();
+        Pending(dropping)
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.end()
     }
 }
 
@@ -104,5 +135,25 @@ impl Dropping {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refresh_is_counted_before_it_is_answered_and_until_its_names_are_dropped() {
+        let kernel = Invalidator::new();
+        let mut counted_at_answer = None;
+        kernel.refreshed(&[2, 3], Vec::new, || {
+            counted_at_answer = Some(*kernel.dropping.count.lock());
+        });
+        // The caller's next request (the read that waits) may come before anything
+        // after the answer ran: the refresh is counted by then.
+        assert_eq!(counted_at_answer, Some(1));
+        // With no kernel to tell, nothing is left to wait for once it returns.
+        assert_eq!(*kernel.dropping.count.lock(), 0);
+        kernel.wait();
     }
 }
