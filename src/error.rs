@@ -49,6 +49,19 @@ pub enum Error {
     /// The filesystem is read-only.
     #[error("read-only filesystem")]
     ReadOnly,
+    /// What is at `key` cannot be written here (a codec without an encoder, a store
+    /// that takes no writes): the call fails with `EROFS`.
+    #[error("{key}: cannot be written: {reason}")]
+    NotWritable { key: String, reason: String },
+    /// Another writer changed the value at `key` since it was read: nothing was written.
+    #[error("{key}: changed by another writer since it was read ({reason}); not written")]
+    Conflict { key: String, reason: String },
+    /// A write that needs room the staging folder does not have.
+    #[error("{at}: no space left for staged writes ({source})")]
+    NoSpace { at: String, source: io::Error },
+    /// A size or offset a write cannot have (not a whole number of rows, past the end).
+    #[error("{0}")]
+    BadWrite(String),
     /// A mount that could not start: a store or mountpoint that cannot be used, a session
     /// the kernel refused, a background daemon that did not come up. The message names
     /// the cause too (the command line prints only the message); `source` is the failure
@@ -148,7 +161,9 @@ impl Error {
         match self {
             Error::Shared { source, .. } => source.errno(),
             Error::NotFound(_) => libc::ENOENT,
-            Error::ReadOnly => libc::EROFS,
+            Error::ReadOnly | Error::NotWritable { .. } => libc::EROFS,
+            Error::NoSpace { .. } => libc::ENOSPC,
+            Error::BadWrite(_) => libc::EINVAL,
             Error::Invalid(_) => libc::EINVAL,
             Error::NoAttribute => libc::ENODATA,
             _ => libc::EIO,

@@ -2,7 +2,7 @@
 //! a flat file of its elements, through a FUSE mount or the `cat` / `inspect` commands.
 //!
 //! The modules are layers, each using only those below it: `cli` → `daemon` → `fs` →
-//! `formats` → `read` → `hierarchy` → `codec` → `metadata` → `store`, with `error`, `json`, `limits`
+//! `write` → `formats` → `read` → `hierarchy` → `codec` → `metadata` → `store`, with `error`, `json`, `limits`
 //! and `pool` beneath them all.
 
 pub mod cli;
@@ -18,5 +18,6 @@ pub mod metadata;
 pub mod pool;
 pub mod read;
 pub mod store;
+pub mod write;
 
 pub use error::{Error, Result};

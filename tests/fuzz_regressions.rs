@@ -281,6 +281,7 @@ fn stat_of_a_text_array_of_billions_of_missing_chunks_fails_at_once() {
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
         views: Default::default(),
+        staging: None,
     };
     let fs = ZarrFs::new(h, options, "store.zarr");
     let started = std::time::Instant::now();

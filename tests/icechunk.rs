@@ -662,6 +662,7 @@ fn served_chunks_stay_in_the_decoded_cache_only_where_other_versions_are_shown()
             cache_bytes: 64 << 20,
             prefetch_threads: 1,
             views: Default::default(),
+            staging: None,
         };
         let fs = ZarrFs::new(Hierarchy::open(store).expect("hierarchy"), options, "repo");
         let ino = fs.lookup(ROOT, "temperature").expect("lookup").ino;

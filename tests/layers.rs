@@ -5,10 +5,11 @@
 use std::path::Path;
 
 /// Top to bottom; `error`, `json`, `limits` and `pool` lie beneath them all.
-const LAYERS: [&str; 9] = [
+const LAYERS: [&str; 10] = [
     "cli",
     "daemon",
     "fs",
+    "write",
     "formats",
     "read",
     "hierarchy",

@@ -63,6 +63,7 @@ fn walk_fs(h: Hierarchy) {
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
         views: "all".parse().unwrap_or_default(),
+        staging: None,
     };
     let fs = ZarrFs::new(h, options, "store.zarr");
     let _ = fs.getattr(ROOT);

@@ -279,6 +279,15 @@ enum Command {
         /// metadata document shows at once; --no-watch leaves it to the interval.
         #[arg(long)]
         no_watch: bool,
+        /// Take writes: an array's raw file opened for writing is staged on local disk
+        /// and committed into the store's chunks at each close or fsync (local folder
+        /// stores). Without it the mount is read-only.
+        #[arg(long)]
+        writable: bool,
+        /// Where a writable mount stages written bytes (default: a private folder under
+        /// the system's temporary folder).
+        #[arg(long, value_name = "DIR")]
+        write_staging: Option<PathBuf>,
         #[command(flatten)]
         log: logging::LogArgs,
         /// FUSE options (allow_other, allow_root, default_permissions, ...), store
@@ -481,6 +490,8 @@ fn run(cli: Cli) -> Result<()> {
             threads,
             refresh,
             no_watch,
+            writable,
+            write_staging,
             log: _,
             options,
         } => {
@@ -499,6 +510,8 @@ fn run(cli: Cli) -> Result<()> {
                     cache_bytes: cache_size,
                     prefetch_threads: 0,
                     views,
+                    staging: writable
+                        .then(|| write_staging.unwrap_or_else(crate::write::default_staging)),
                 },
                 threads,
                 io,

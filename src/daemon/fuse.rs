@@ -123,6 +123,38 @@ impl FuseAdapter {
         self
     }
 
+    /// An open for writing: refused on a read-only mount (`EROFS`) and for truncation
+    /// (`EINVAL`: an array's file keeps its size); else staged by the daemon, read and
+    /// written direct.
+    fn open_write(&self, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if !self.serving.fs().writable() {
+            return reply.error(Errno::EROFS);
+        }
+        if flags.0 & libc::O_TRUNC != 0 {
+            let e = Error::BadWrite(format!(
+                "inode {}: an array's file cannot be truncated on open",
+                ino.0
+            ));
+            return reply.error(errno("open", &e));
+        }
+        self.serving.meta(move |s| {
+            reply!(reply, "open", s.open_write(ino.0), |fh| reply
+                .opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO))
+        })
+    }
+
+    /// Commit what writer `fh` staged, then have the kernel drop what it holds of the
+    /// array's files (a flush or an fsync).
+    fn commit(&self, op: &'static str, fh: FileHandle, reply: ReplyEmpty) {
+        let kernel = self.kernel.clone();
+        self.serving.commit(fh.0, move |result| {
+            reply!(reply, op, result, |inodes| {
+                reply.ok();
+                kernel.drop_inodes(&inodes);
+            })
+        })
+    }
+
     /// Run `job` with the filesystem on the metadata pool.
     fn meta(&self, job: impl FnOnce(&ZarrFs, Owner) + Send + 'static) {
         let owner = self.owner;
@@ -228,7 +260,7 @@ impl Filesystem for FuseAdapter {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0 {
-            return reply.error(Errno::EROFS);
+            return self.open_write(ino, flags, reply);
         }
         self.serving.meta(move |s| {
             reply!(
@@ -361,11 +393,88 @@ impl Filesystem for FuseAdapter {
         reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
     }
 
-    // Nothing is ever written, so there is nothing to flush or sync; the kernel checks
-    // permissions itself (and answers EROFS to writes on this read-only mount).
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        self.serving
+            .write(fh.0, offset, data.to_vec(), move |result| {
+                reply!(reply, "write", result, |n| reply.written(n as u32))
+            })
+    }
+
+    // A close commits what its file staged (so that close reports a failure), as does
+    // an fsync; a file not written has nothing to commit.
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        self.commit("flush", fh, reply)
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.commit("fsync", fh, reply)
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        if !self.serving.fs().writable() {
+            return reply.error(Errno::EROFS);
+        }
+        if mode.is_some() || uid.is_some() || gid.is_some() {
+            return reply.error(Errno::EPERM);
+        }
+        // Times are the mount's; a size is the array's: only its own size is taken.
+        self.meta(move |fs, owner| {
+            let attr = fs.getattr(ino.0).and_then(|a| match size {
+                Some(size) if size != a.size => Err(Error::BadWrite(format!(
+                    "inode {}: an array's file keeps its size ({} bytes, not {size})",
+                    ino.0, a.size
+                ))),
+                _ => Ok(a),
+            });
+            reply!(reply, "setattr", attr, |a| reply
+                .attr(&fs.attr_ttl(), &owner.attr(&a)))
+        })
+    }
+
+    // The kernel checks permissions itself.
     answer_ok! {
-        fn flush(_ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner);
-        fn fsync(_ino: INodeNo, _fh: FileHandle, _datasync: bool);
         fn fsyncdir(_ino: INodeNo, _fh: FileHandle, _datasync: bool);
         fn access(_ino: INodeNo, _mask: fuser::AccessFlags);
     }
@@ -399,13 +508,6 @@ impl Filesystem for FuseAdapter {
     }
 
     read_only! {
-        fn setattr(
-            _ino: INodeNo, _mode: Option<u32>, _uid: Option<u32>, _gid: Option<u32>,
-            _size: Option<u64>, _atime: Option<TimeOrNow>, _mtime: Option<TimeOrNow>,
-            _ctime: Option<SystemTime>, _fh: Option<FileHandle>, _crtime: Option<SystemTime>,
-            _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>,
-            _flags: Option<fuser::BsdFileFlags>
-        ) -> ReplyAttr;
         fn mknod(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32) -> ReplyEntry;
         fn mkdir(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32) -> ReplyEntry;
         fn unlink(_parent: INodeNo, _name: &OsStr) -> ReplyEmpty;
@@ -416,10 +518,6 @@ impl Filesystem for FuseAdapter {
             _flags: RenameFlags
         ) -> ReplyEmpty;
         fn link(_ino: INodeNo, _newparent: INodeNo, _newname: &OsStr) -> ReplyEntry;
-        fn write(
-            _ino: INodeNo, _fh: FileHandle, _offset: u64, _data: &[u8], _write_flags: WriteFlags,
-            _flags: OpenFlags, _lock_owner: Option<LockOwner>
-        ) -> ReplyWrite;
         fn create(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _flags: i32) -> ReplyCreate;
         fn removexattr(_ino: INodeNo, _name: &OsStr) -> ReplyEmpty;
         fn fallocate(

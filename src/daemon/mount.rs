@@ -67,9 +67,10 @@ pub fn default_refresh(store: &str) -> Option<Duration> {
 
 /// The session's configuration: mount options, who may use the mount, and `threads`
 /// loops reading requests from the kernel, each on its own cloned `/dev/fuse` descriptor.
-/// A mount that refreshes is not flagged read-only to the kernel, which would refuse the
-/// `setxattr` of `user.zarrfs.refresh` itself; the daemon still refuses every write.
-fn session_config(store: &str, extra: &[String], threads: usize, refreshes: bool) -> Config {
+/// A mount that refreshes or takes writes is not flagged read-only to the kernel, which
+/// would refuse the `setxattr` of `user.zarrfs.refresh` and every write itself; the
+/// daemon refuses what it does not take.
+fn session_config(store: &str, extra: &[String], threads: usize, not_ro: bool) -> Config {
     let mut config = Config::default();
     config.n_threads = Some(threads.max(1));
     config.clone_fd = true;
@@ -79,7 +80,7 @@ fn session_config(store: &str, extra: &[String], threads: usize, refreshes: bool
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
-    if !refreshes {
+    if !not_ro {
         options.insert(0, MountOption::RO);
     }
     for o in extra
@@ -207,7 +208,16 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     }
     let fs = Arc::new(ZarrFs::new(hierarchy.with_refresh(refresh), cfg.fs, &name));
     let watched_fs = fs.clone();
-    let materialize = cfg.materialize.unwrap_or_else(default_materialize);
+    let writable = fs.writable();
+    if writable {
+        log::info!("writable: arrays' raw files take writes, committed at each close");
+    }
+    // A passthrough copy would serve bytes from before a write: a writable mount makes
+    // none.
+    let materialize = match writable {
+        true => 0,
+        false => cfg.materialize.unwrap_or_else(default_materialize),
+    };
     // The session's /dev/fuse descriptor, to tell at the end whether the kernel has ended
     // the connection.
     let device = Arc::new(std::sync::OnceLock::<OwnedFd>::new());
@@ -231,7 +241,12 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
             std::process::exit(0);
         }
     });
-    let config = session_config(&cfg.store, &cfg.options, request_loops(), refresh.is_some());
+    let config = session_config(
+        &cfg.store,
+        &cfg.options,
+        request_loops(),
+        refresh.is_some() || writable,
+    );
     let mut session =
         fuser::Session::new(adapter, &mountpoint, &config).map_err(|e| Error::Startup {
             message: crate::daemon::mount_failure::explain(&mountpoint, &e),

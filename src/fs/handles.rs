@@ -12,11 +12,17 @@ use parking_lot::RwLock;
 use super::content::Content;
 use super::inode::Open;
 use crate::read::readahead::Cursor;
+use crate::write::Staged;
 
 /// One open file.
 pub struct Handle {
     pub(super) content: Arc<Content>,
     pub(super) cursor: Cursor,
+    /// The node path of the array whose raw file this is (reads of it lay the array's
+    /// staged writes over the store's bytes).
+    pub(super) array: Option<String>,
+    /// The staging it writes to, when opened for writing.
+    pub(super) staged: Option<Arc<Staged>>,
     /// Counted on the inode's reading until the handle goes.
     _open: Open,
 }
@@ -29,8 +35,15 @@ pub struct Handles {
 }
 
 impl Handles {
-    /// A new handle on `content`, opened as `open`; its number.
-    pub fn open(&self, content: Arc<Content>, open: Open) -> u64 {
+    /// A new handle on `content`, opened as `open` (the raw file of `array`, writing to
+    /// `staged`); its number.
+    pub fn open(
+        &self,
+        content: Arc<Content>,
+        open: Open,
+        array: Option<String>,
+        staged: Option<Arc<Staged>>,
+    ) -> u64 {
         for view in content.views() {
             view.opened();
         }
@@ -38,6 +51,8 @@ impl Handles {
         let handle = Arc::new(Handle {
             content,
             cursor: Cursor::default(),
+            array,
+            staged,
             _open: open,
         });
         self.open.write().insert(fh, handle);
@@ -48,15 +63,13 @@ impl Handles {
         self.open.read().get(&fh).cloned()
     }
 
-    /// Close `fh`; false when it was not open.
-    pub fn release(&self, fh: u64) -> bool {
-        let Some(handle) = self.open.write().remove(&fh) else {
-            return false;
-        };
+    /// Close `fh`: the handle, when it was open.
+    pub fn release(&self, fh: u64) -> Option<Arc<Handle>> {
+        let handle = self.open.write().remove(&fh)?;
         for view in handle.content.views() {
             view.closed();
         }
-        true
+        Some(handle)
     }
 
     /// How many files are open.

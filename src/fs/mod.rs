@@ -11,6 +11,7 @@ mod inode;
 pub mod io;
 #[cfg(test)]
 mod tests;
+mod write;
 mod xattr;
 
 use std::collections::{HashMap, HashSet};
@@ -87,6 +88,8 @@ pub struct FsOptions {
     pub prefetch_threads: usize,
     /// The files each array shows (`--views`).
     pub views: FormatSet,
+    /// Where a writable mount stages writes (`--writable`); `None`: read-only.
+    pub staging: Option<std::path::PathBuf>,
 }
 
 /// A mounted hierarchy.
@@ -109,6 +112,8 @@ pub struct ZarrFs {
     absent: Mutex<HashMap<(String, FormatKind), Option<String>>>,
     /// What keeps things per inode number above the filesystem (see [`PerInode`]).
     per_inode: OnceLock<Weak<dyn PerInode>>,
+    /// The staged writes of a writable mount.
+    writes: Option<crate::write::Writes>,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -166,6 +171,7 @@ impl ZarrFs {
             flats: Mutex::new(HashMap::new()),
             absent: Mutex::new(HashMap::new()),
             per_inode: OnceLock::new(),
+            writes: Self::writes_of(&options),
             hierarchy,
         }
     }
@@ -672,7 +678,7 @@ impl ZarrFs {
                     generation: entry.generation,
                     size,
                     kind: FileKind::File,
-                    perm: 0o444,
+                    perm: self.file_perm(&entry.node),
                     nlink: 1,
                 }
             }
@@ -689,12 +695,19 @@ impl ZarrFs {
             .open(ino)
             .ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
         let content = self.content(&entry)?;
-        Ok(self.handles.open(content, open))
+        let array = match &entry.node {
+            Node::Array(path) => Some(path.clone()),
+            _ => None,
+        };
+        Ok(self.handles.open(content, open, array, None))
     }
 
-    /// Close the open file `fh`.
+    /// Close the open file `fh` (one opened for writing commits what it staged first,
+    /// see [`ZarrFs::release_writer`]).
     pub fn release(&self, fh: u64) {
-        self.handles.release(fh);
+        if let Some(handle) = self.handles.release(fh) {
+            self.release_writer(&handle);
+        }
     }
 
     /// The open file `fh`.
@@ -727,7 +740,11 @@ impl ZarrFs {
         buf: &mut [u8],
     ) -> std::result::Result<usize, Partial> {
         let h = self.handle(fh)?;
-        h.content.read_into(&h.cursor, offset, buf)
+        let n = h.content.read_into(&h.cursor, offset, buf)?;
+        if let Some(staged) = self.staged_of(&h) {
+            staged.overlay(offset, &mut buf[..n])?;
+        }
+        Ok(n)
     }
 
     /// A read answered straight from a cached unit, when the file is an array view and
@@ -735,6 +752,9 @@ impl ZarrFs {
     /// [`crate::read::view::View::read_in_place`]).
     pub fn read_in_place(&self, fh: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
         let h = self.handle(fh)?;
+        if self.staged_of(&h).is_some() {
+            return Ok(None);
+        }
         h.content.read_in_place(&h.cursor, offset, size)
     }
 
@@ -742,6 +762,9 @@ impl ZarrFs {
     /// (see [`crate::read::view::View::read_now`]).
     pub fn read_now(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<Now> {
         let h = self.handle(fh)?;
+        if self.staged_of(&h).is_some() {
+            return Ok(Now::Later);
+        }
         h.content.read_now(&h.cursor, offset, buf)
     }
 

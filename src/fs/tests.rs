@@ -31,6 +31,7 @@ fn fs_with_views(dir: &std::path::Path, order: Order, big_endian: bool, views: &
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
         views: views.parse().unwrap(),
+        staging: None,
     };
     ZarrFs::new(Hierarchy::open(store).unwrap(), options, "t.zarr")
 }
@@ -442,6 +443,7 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
         views: "tiff".parse().unwrap(),
+        staging: None,
     };
     let fs = ZarrFs::new(Hierarchy::open(Arc::new(store)).unwrap(), options, "t.zarr");
     assert_eq!(names(&fs, ROOT), [".group.json", ".huge.json", "huge.tif"]);
@@ -589,6 +591,7 @@ fn counted_fs(
         cache_bytes,
         prefetch_threads,
         views: "raw".parse().unwrap(),
+        staging: None,
     };
     let fs = ZarrFs::new(Hierarchy::open(store.clone()).unwrap(), options, "t.zarr");
     (store, fs)
@@ -793,6 +796,7 @@ fn a_file_read_again_after_a_change_is_a_new_inode_and_the_old_keeps_its_bytes()
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
         views: "raw".parse().unwrap(),
+        staging: None,
     };
     let fs = ZarrFs::new(hierarchy, options, "t.zarr");
     let group = fs.lookup(ROOT, "g").unwrap();
@@ -907,6 +911,7 @@ pub(super) fn demo_refreshing(
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
         views: "raw,npy".parse().unwrap(),
+        staging: None,
     };
     let hierarchy = Hierarchy::open(store).unwrap().with_refresh(refresh);
     (dir, ZarrFs::new(hierarchy, options, "t.zarr"))
@@ -968,6 +973,7 @@ fn a_number_renewed_shows_its_new_reading_and_an_open_file_keeps_another_inode()
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
         views: "raw".parse().unwrap(),
+        staging: None,
     };
     let fs = ZarrFs::new(hierarchy, options, "t.zarr");
     let first = fs.lookup(ROOT, "a").unwrap();
@@ -1018,6 +1024,7 @@ fn refreshing_fs(dir: &std::path::Path, interval: std::time::Duration) -> ZarrFs
         cache_bytes: 1 << 20,
         prefetch_threads: 1,
         views: "raw".parse().unwrap(),
+        staging: None,
     };
     ZarrFs::new(hierarchy, options, "t.zarr")
 }

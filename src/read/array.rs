@@ -28,6 +28,9 @@ struct ShardIndex {
 /// An openable, readable array.
 pub struct Array {
     id: u64,
+    /// How many times this mount rewrote the array's chunks (see [`Array::rewritten`]):
+    /// part of its id, so that no unit decoded before a rewrite is served after it.
+    rewrites: AtomicU64,
     /// How its stored bytes decode (see [`super::scope::decoding`]).
     decoding: String,
     /// Whether the store may name units' bytes ([`Store::names_bytes`]).
@@ -123,6 +126,7 @@ impl Array {
         let capacity = NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN);
         Ok(Array {
             id: super::scope::array_id(&store, &meta),
+            rewrites: AtomicU64::new(0),
             decoding: super::scope::decoding(&meta),
             names_bytes: store.names_bytes(),
             unit_ids: Mutex::new(LruCache::new(capacity)),
@@ -140,16 +144,28 @@ impl Array {
         })
     }
 
-    /// The id of this version of the array in caches (see [`super::scope`]).
+    /// The id of this version of the array in caches (see [`super::scope`]), and of
+    /// its chunks as this mount last rewrote them.
     pub fn id(&self) -> u64 {
-        self.id
+        self.id ^ (self.rewrites.load(Ordering::Acquire) << 40)
+    }
+
+    /// This mount rewrote chunks of the array in its store: units decoded before are
+    /// filed under an id no read asks for again (a load in flight files its unit there
+    /// too), and shard indexes are read again. The id the units were filed under.
+    pub fn rewritten(&self) -> u64 {
+        let before = self.id();
+        self.rewrites.fetch_add(1, Ordering::AcqRel);
+        self.shard_indexes.lock().clear();
+        self.unit_ids.lock().clear();
+        before
     }
 
     /// The id of read unit `idx` in caches: by the bytes it is decoded from where the
     /// store names them (shared by the versions that hold them), else the array's.
     pub fn unit_id(&self, idx: &[u64]) -> u64 {
         if !self.names_bytes {
-            return self.id;
+            return self.id();
         }
         if let Some(&id) = self.unit_ids.lock().get(idx) {
             return id;
@@ -163,7 +179,7 @@ impl Array {
     /// that does not name bytes, else once it was asked.
     pub fn unit_id_now(&self, idx: &[u64]) -> Option<u64> {
         if !self.names_bytes {
-            return Some(self.id);
+            return Some(self.id());
         }
         self.unit_ids.lock().get(idx).copied()
     }
@@ -176,7 +192,7 @@ impl Array {
         };
         match self.store.identity(&key) {
             Some(identity) => super::scope::content_id(&self.decoding, identity),
-            None => self.id,
+            None => self.id(),
         }
     }
 

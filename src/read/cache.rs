@@ -152,6 +152,23 @@ impl UnitCache {
         self.inner.lock().used
     }
 
+    /// Drop every cached unit filed under array id `id` (the array's chunks were
+    /// rewritten, see [`crate::read::array::Array::rewritten`]): their memory is free.
+    pub fn forget_array(&self, id: u64) {
+        let mut inner = self.inner.lock();
+        let keys: Vec<UnitKey> = inner
+            .lru
+            .iter()
+            .filter(|(k, _)| k.0 == id)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            if let Some(entry) = inner.lru.pop(&key) {
+                inner.used -= entry.unit.mem_size();
+            }
+        }
+    }
+
     /// The cached unit, without loading.
     pub fn peek(&self, key: &UnitKey) -> Option<Arc<UnitData>> {
         self.inner.lock().lru.get_mut(key).map(|e| {

@@ -315,6 +315,69 @@ impl Geometry {
         )
     }
 
+    /// Walk every file element of unit `u` (its grid index, array-axis order) that lies
+    /// inside the array, one run per line along the file's fastest axis, in file order:
+    /// `f(e, run)` with `e` the run's first file element and offsets into a unit stored
+    /// in `unit_order` (how a write patches a unit from the file's bytes).
+    pub fn unit_runs(
+        &self,
+        u: &[u64],
+        unit_order: Order,
+        mut f: impl FnMut(u64, Run) -> Result<()>,
+    ) -> Result<()> {
+        let n = self.shape.len();
+        let strides = unit_strides(&self.unit, unit_order);
+        let lo: Vec<u64> = (0..n).map(|d| u[d] * self.unit[d]).collect();
+        let hi: Vec<u64> = (0..n)
+            .map(|d| (lo[d] + self.unit[d]).min(self.shape[d]))
+            .collect();
+        if (0..n).any(|d| lo[d] >= hi[d]) {
+            return Ok(());
+        }
+        let Some(&fast) = self.axes.last() else {
+            return f(
+                0,
+                Run {
+                    len: 1,
+                    unit: u,
+                    offset: 0,
+                    step: 1,
+                },
+            );
+        };
+        let slow = &self.axes[..n - 1];
+        let mut idx = lo.clone();
+        loop {
+            let e = self
+                .axes
+                .iter()
+                .fold(0u64, |acc, &a| acc * self.shape[a] + idx[a]);
+            let offset = (0..n).map(|d| (idx[d] - lo[d]) as usize * strides[d]).sum();
+            f(
+                e,
+                Run {
+                    len: hi[fast] - lo[fast],
+                    unit: u,
+                    offset,
+                    step: strides[fast],
+                },
+            )?;
+            // The next line: the slow axes counted like digits, fastest of them first.
+            let mut carried = true;
+            for &a in slow.iter().rev() {
+                idx[a] += 1;
+                if idx[a] < hi[a] {
+                    carried = false;
+                    break;
+                }
+                idx[a] = lo[a];
+            }
+            if carried {
+                return Ok(());
+            }
+        }
+    }
+
     /// The unit holding file elements `[first, last)` and the element offset of `first`
     /// in it (units stored in the file's order), when those elements are consecutive in
     /// the unit's memory.
@@ -442,6 +505,49 @@ mod tests {
             units_touched(&[], &[], Order::C, 0, 1, 10),
             vec![Vec::<u64>::new()]
         );
+    }
+
+    #[test]
+    fn a_units_runs_are_the_runs_of_the_whole_file_that_fall_in_it() {
+        let shape = [5u64, 3, 4];
+        let unit = [2u64, 2, 3];
+        for order in [Order::C, Order::F] {
+            for unit_order in [Order::C, Order::F] {
+                let g = Geometry::new(&shape, &unit, order, 4);
+                // Every element of the file, as (unit, file element, offset in the unit).
+                let mut want = std::collections::BTreeSet::new();
+                let mut e = 0u64;
+                for_each_run(&shape, &unit, (order, unit_order), 0, 60, |r| {
+                    for k in 0..r.len {
+                        want.insert((r.unit.to_vec(), e + k, r.offset + k as usize * r.step));
+                    }
+                    e += r.len;
+                    Ok(())
+                })
+                .unwrap();
+                let mut got = std::collections::BTreeSet::new();
+                for u in g.units(0, 60, usize::MAX) {
+                    g.unit_runs(&u, unit_order, |e, r| {
+                        assert_eq!(r.unit, u.as_slice());
+                        for k in 0..r.len {
+                            assert!(got.insert((u.clone(), e + k, r.offset + k as usize * r.step)));
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+                }
+                assert_eq!(got, want, "{order:?} {unit_order:?}");
+            }
+        }
+        let g = Geometry::new(&[], &[], Order::C, 1);
+        let mut n = 0;
+        g.unit_runs(&[], Order::C, |e, r| {
+            assert_eq!((e, r.offset), (0, 0));
+            n += r.len;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(n, 1);
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod open;
 mod options;
 pub mod source;
 mod version;
+pub mod write;
 
 pub use adapter::disk_cache::DiskCache;
 pub use adapter::spans::{budget_for, Spans};
@@ -163,7 +164,7 @@ impl Caps {
 }
 
 /// A read-only Zarr store. Keys use `/` separators and never start with `/`. Every method
-/// but the version hooks (`refresh`, `as_of`, `learned_since`, `at_version`, `identity`, `names_bytes`) is required: a store built on
+/// but the version hooks (`refresh`, `as_of`, `learned_since`, `at_version`, `identity`, `names_bytes`) and `writer` is required: a store built on
 /// another store says for each what it passes on.
 pub trait Store: Send + Sync {
     /// The whole value (`range` `None`) or part of it, with the version of the object it
@@ -211,6 +212,12 @@ pub trait Store: Send + Sync {
     /// shared by versions file what they make of the value under it. `None`: the store
     /// cannot tell (values are known by key and version alone).
     fn identity(&self, _key: &str) -> Option<String> {
+        None
+    }
+    /// What writes the store, when it takes writes (a local folder); `None`: it is
+    /// read-only (a store built on another, such as a cache or an archive in it, is
+    /// read-only unless it says otherwise).
+    fn writer(&self) -> Option<Arc<dyn write::Writer>> {
         None
     }
     /// Whether [`Store::identity`] may name anything (asking it may cost a lookup, even

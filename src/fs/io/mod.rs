@@ -31,6 +31,10 @@ pub use mode::{IoMode, OpenIo};
 /// Threads answering lookups, attributes, listings and xattrs.
 const META_THREADS: usize = 2;
 
+/// Threads staging writes and committing them (a commit waits on its store): lookups and
+/// reads never wait behind them.
+const WRITE_THREADS: usize = 2;
+
 /// Read workers beyond the reads one file may have in flight: a file whose reads hang on
 /// its store never holds up the reads of other files.
 const SPARE_READ_THREADS: usize = 2;
@@ -52,6 +56,7 @@ pub struct Serving<Id> {
     copies: Arc<Materializer<Id>>,
     reads: Arc<FairPool>,
     meta: Pool,
+    writes: Pool,
     faults: Faults,
 }
 
@@ -73,6 +78,7 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
             io: IoPolicy::new(io),
             reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
             meta: Pool::new(META_THREADS, "lookup"),
+            writes: Pool::new(WRITE_THREADS, "write"),
             faults: Faults::from_env(),
         })
     }
@@ -134,13 +140,59 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
         })
     }
 
-    /// The open of `ino` answered with handle `fh` was released.
-    pub fn release(&self, ino: u64, fh: u64) {
+    /// The open of `ino` answered with handle `fh` was released (a writer's on the
+    /// write pool: it commits what is left).
+    pub fn release(self: &Arc<Self>, ino: u64, fh: u64) {
         self.copies.release(ino, fh);
-        if fh != PASSTHROUGH_FH {
-            self.fs.release(fh);
-            self.io.release(ino);
+        if fh == PASSTHROUGH_FH {
+            return;
         }
+        if self.fs.is_writer(fh) {
+            let me = self.clone();
+            return self.writes.run(move || {
+                me.fs.release(fh);
+                me.io.release(ino);
+            });
+        }
+        self.fs.release(fh);
+        self.io.release(ino);
+    }
+
+    /// Open `ino` for writing (see [`ZarrFs::open_write`]): read direct, so that every
+    /// write and read of the handle reaches the daemon. The handle's number.
+    pub fn open_write(&self, ino: u64) -> Result<u64> {
+        let fh = self.fs.open_write(ino)?;
+        self.io.open(ino, false, false);
+        Ok(fh)
+    }
+
+    /// Stage `data` at `offset` of writer `fh`, on the write pool; `answer` gets the bytes
+    /// taken.
+    pub fn write(
+        self: &Arc<Self>,
+        fh: u64,
+        offset: u64,
+        data: Vec<u8>,
+        answer: impl FnOnce(Result<usize>) + Send + 'static,
+    ) {
+        let me = self.clone();
+        self.writes.run(move || {
+            answer(me.fs.write(fh, offset, &data).map(|()| data.len()));
+        });
+    }
+
+    /// Commit what writer `fh` staged (a close or an `fsync`), on the write pool;
+    /// `answer` gets the inodes whose cached attributes and pages are stale now.
+    pub fn commit(
+        self: &Arc<Self>,
+        fh: u64,
+        answer: impl FnOnce(Result<Vec<u64>>) + Send + 'static,
+    ) {
+        if !self.fs.is_writer(fh) {
+            return answer(Ok(Vec::new()));
+        }
+        let me = self.clone();
+        self.writes.run(move || answer(me.fs.commit(fh)));
     }
 
     /// The front forgot `nlookup` lookups of `ino`; once none is left, its copy goes too.

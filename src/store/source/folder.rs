@@ -10,8 +10,8 @@ use std::path::{Component, Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::store::{read_value, ByteRange, Caps, Head, Listing, Store, Value, Version};
 
-/// A read-only store over a directory tree.
-#[derive(Debug)]
+/// A store over a directory tree (written through [`crate::store::write::Writer`]).
+#[derive(Debug, Clone)]
 pub struct FolderStore {
     root: PathBuf,
 }
@@ -33,8 +33,13 @@ impl FolderStore {
         Ok(FolderStore { root: canonical })
     }
 
+    /// The folder's real path.
+    pub(super) fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Map a key to a path inside the root, refusing anything that could leave it.
-    fn resolve(&self, key: &str) -> Result<PathBuf> {
+    pub(super) fn resolve(&self, key: &str) -> Result<PathBuf> {
         if key.contains('\0') || key.starts_with('/') || key.contains('\\') {
             return Err(Error::InvalidKey(key.to_string()));
         }
@@ -160,6 +165,10 @@ impl Store for FolderStore {
 
     fn caps(&self) -> Caps {
         Caps::local()
+    }
+
+    fn writer(&self) -> Option<std::sync::Arc<dyn crate::store::write::Writer>> {
+        Some(std::sync::Arc::new(self.clone()))
     }
 
     fn list_dir(&self, prefix: &str) -> Result<Listing> {

@@ -1,0 +1,187 @@
+//! Writing an array's raw file on a writable mount: an open for writing stages what is
+//! written ([`crate::write`]), reads of the file see it at once, and each close (flush)
+//! or `fsync` commits it into the store's chunks; the last close of a writer commits
+//! whatever is left. After a commit the array's units decoded before are never served
+//! again, and the kernel is to drop what it holds of the array's files.
+
+use std::sync::Arc;
+
+use super::handles::Handle;
+use super::inode::Node;
+use super::ZarrFs;
+use crate::error::{Error, Result};
+use crate::write::{Staged, Writes};
+
+impl ZarrFs {
+    /// Whether the mount takes writes (`--writable` on a store that can be written).
+    pub fn writable(&self) -> bool {
+        self.writes.is_some() && self.hierarchy.store().writer().is_some()
+    }
+
+    /// Why nothing at all can be written here, when that is so.
+    fn write_refused(&self, what: &str) -> Option<Error> {
+        if self.writes.is_none() {
+            return Some(Error::ReadOnly);
+        }
+        if self.hierarchy.store().writer().is_none() {
+            return Some(Error::NotWritable {
+                key: what.to_string(),
+                reason: "the store takes no writes (an archive, a reference set, a web \\
+                         server, or a store kind zarrfs does not write yet)"
+                    .into(),
+            });
+        }
+        None
+    }
+
+    /// The permission bits of a file: its owner may write an array's raw file where the
+    /// mount takes writes.
+    pub(super) fn file_perm(&self, node: &Node) -> u16 {
+        match node {
+            Node::Array(_) if self.writable() => 0o644,
+            _ => 0o444,
+        }
+    }
+
+    /// Whether open file `fh` was opened for writing.
+    pub fn is_writer(&self, fh: u64) -> bool {
+        self.handle(fh).is_ok_and(|h| h.staged.is_some())
+    }
+
+    /// The staging whose bytes reads of `h` lay over the store's.
+    pub(super) fn staged_of(&self, h: &Handle) -> Option<Arc<Staged>> {
+        if let Some(s) = &h.staged {
+            return Some(s.clone());
+        }
+        let writes = self.writes.as_ref()?;
+        writes.staged(h.array.as_deref()?)
+    }
+
+    /// Open file `ino` for writing (and reading): only an array's raw file, of a
+    /// fixed-size data type whose codecs zarrfs can encode, on a mount that takes
+    /// writes. The handle's number.
+    pub fn open_write(&self, ino: u64) -> Result<u64> {
+        let entry = self.entry(ino)?;
+        let Node::Array(path) = &entry.node else {
+            let shown = format!("/{}", entry.node.path());
+            return Err(self.write_refused(&shown).unwrap_or(Error::NotWritable {
+                key: shown,
+                reason: "only an array's raw file is written".into(),
+            }));
+        };
+        if let Some(e) = self.write_refused(&format!("/{path}")) {
+            return Err(e);
+        }
+        let writes = self.writes.as_ref().ok_or(Error::ReadOnly)?;
+        let content = self.content(&entry)?;
+        let view = content.view().ok_or_else(|| Error::NotWritable {
+            key: format!("/{path}"),
+            reason: "variable-length elements".into(),
+        })?;
+        crate::write::encoder(&view.array().meta)?;
+        let (_, open) = self
+            .inodes
+            .open(ino)
+            .ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
+        let staged = writes.open(path, content.size())?;
+        Ok(self
+            .handles
+            .open(content, open, Some(path.clone()), Some(staged)))
+    }
+
+    /// Write `data` at `offset` of file `fh` (opened for writing): staged, read back at
+    /// once, in the store at the next commit.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<()> {
+        let h = self.handle(fh)?;
+        let staged = h.staged.as_ref().ok_or(Error::ReadOnly)?;
+        let _turn = staged.turn();
+        staged.write(offset, data)
+    }
+
+    /// Commit what was written to the array of file `fh` into the store (a close or an
+    /// `fsync`); nothing to do for a file not opened for writing. The inodes whose
+    /// attributes and pages the kernel is to drop.
+    pub fn commit(&self, fh: u64) -> Result<Vec<u64>> {
+        let h = self.handle(fh)?;
+        match &h.staged {
+            Some(staged) => self.commit_staged(&h, staged),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn commit_staged(&self, h: &Handle, staged: &Staged) -> Result<Vec<u64>> {
+        if staged.is_empty() {
+            return Ok(Vec::new());
+        }
+        let view = h
+            .content
+            .view()
+            .ok_or_else(|| Error::Internal(format!("/{}: no flat view", staged.path())))?;
+        let array = view.array();
+        let store = self.hierarchy.store();
+        let writer = store.writer().ok_or(Error::ReadOnly)?;
+        let result = crate::write::commit(
+            staged,
+            &array.meta,
+            store.as_ref(),
+            writer.as_ref(),
+            self.layout,
+        );
+        // Chunks may have been put even when a later one failed: what was decoded
+        // before is not served again, from this reading or the array's current one.
+        self.cache.forget_array(array.rewritten());
+        if let Ok(current) = self.flat(staged.path()) {
+            if let Some(v) = current.view().filter(|v| !Arc::ptr_eq(v.array(), array)) {
+                self.cache.forget_array(v.array().rewritten());
+            }
+        }
+        let done = result.inspect_err(|_| {
+            log::warn!(
+                "/{}: commit failed; its staged bytes stay in {}",
+                staged.path(),
+                staged.file_path().display()
+            );
+        })?;
+        log::info!(
+            "/{}: committed {} staged bytes: {} chunks written ({} bytes), {} deleted",
+            staged.path(),
+            done.staged_bytes,
+            done.chunks_put,
+            done.bytes_put,
+            done.chunks_deleted
+        );
+        Ok(self
+            .inodes
+            .under(staged.path())
+            .into_iter()
+            .filter(|ino| {
+                self.entry(*ino)
+                    .is_ok_and(|e| !matches!(e.node, Node::Dir(_)))
+            })
+            .collect())
+    }
+
+    /// A handle is closed: a writer commits what is left staged (an `mmap` written back
+    /// after its last flush) and lets go of its staging.
+    pub(super) fn release_writer(&self, h: &Handle) {
+        let (Some(staged), Some(writes)) = (&h.staged, &self.writes) else {
+            return;
+        };
+        if let Err(e) = self.commit_staged(h, staged) {
+            log::warn!("/{}: commit at the last close: {e}", staged.path());
+        }
+        writes.close(staged.path());
+    }
+
+    /// The staging of a writable mount, from its options.
+    pub(super) fn writes_of(options: &super::FsOptions) -> Option<Writes> {
+        let dir = options.staging.as_ref()?;
+        match Writes::new(dir) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                log::error!("writes refused: the staging folder: {e}");
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Taking an array's staged writes into its store: each chunk (each shard of a sharded
+//! array) that the staged ranges touch is read (when it exists), decoded, patched,
+//! encoded with the array's own codec chain and put back whole, conditional on the
+//! version it was read at; a chunk that ends up all fill value is deleted instead, as
+//! zarr-python does with `write_empty_chunks=False` (not where the fill value is `null`,
+//! which zarr-python 2 reads as unset memory). Chunks untouched are left alone.
+
+use std::collections::BTreeSet;
+
+use crate::codec::{CodecChain, UnitData, UnitRepr};
+use crate::error::{Error, Result};
+use crate::metadata::{ArrayMetadata, FillValue};
+use crate::read::geometry::{Geometry, Layout};
+use crate::store::write::{Expected, Writer};
+use crate::store::Store;
+
+use super::patch::{all_fill, patch_chunk, ElementLayout};
+use super::staged::Staged;
+
+/// What a commit did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// Chunks written, and their encoded bytes.
+    pub chunks_put: u64,
+    pub bytes_put: u64,
+    /// Chunks deleted (all fill value).
+    pub chunks_deleted: u64,
+    /// File bytes taken from the staging.
+    pub staged_bytes: u64,
+}
+
+/// The array's codec chain for whole stored chunks, checked to encode: a chain with a
+/// codec zarrfs cannot encode makes the array unwritable.
+pub fn encoder(meta: &ArrayMetadata) -> Result<CodecChain> {
+    let not_writable = |reason: String| Error::NotWritable {
+        key: meta.meta_key.clone(),
+        reason,
+    };
+    let one = match &meta.fill {
+        FillValue::Fixed(one) if meta.dtype.size().is_some() => one.clone(),
+        _ => return Err(not_writable("variable-length elements".into())),
+    };
+    let repr = repr_of(meta);
+    let chain = CodecChain::build(&meta.codecs, &repr).map_err(|e| not_writable(e.to_string()))?;
+    // An element's worth is enough to find a codec without an encoder.
+    let probe = UnitRepr {
+        shape: vec![1; meta.chunk_shape.len()],
+        ..repr.clone()
+    };
+    if let Ok(small) = CodecChain::build(&meta.codecs, &probe) {
+        small
+            .encode(UnitData::Fixed(one))
+            .map_err(|e| not_writable(e.to_string()))?;
+    }
+    Ok(chain)
+}
+
+fn repr_of(meta: &ArrayMetadata) -> UnitRepr {
+    UnitRepr {
+        shape: meta.chunk_shape.clone(),
+        dtype: meta.dtype.clone(),
+        fill: meta.fill.clone(),
+    }
+}
+
+/// Take what `staged` holds for the array of `meta` into `store` through `writer`, its
+/// file laid out as `layout`. On failure the ranges stay staged (a later commit tries
+/// again from the store as it is then); chunks put before the failure hold their bytes.
+pub fn commit(
+    staged: &Staged,
+    meta: &ArrayMetadata,
+    store: &dyn Store,
+    writer: &dyn Writer,
+    layout: Layout,
+) -> Result<Committed> {
+    let _turn = staged.turn();
+    let ranges = staged.ranges();
+    if ranges.is_empty() {
+        return Ok(Committed::default());
+    }
+    let chain = encoder(meta)?;
+    let repr = repr_of(meta);
+    let item = meta.dtype.size().unwrap_or(1).max(1);
+    let geometry = Geometry::new(&meta.shape, &meta.chunk_shape, layout.order, item);
+    let swap = if layout.big_endian {
+        meta.dtype.swap_units()
+    } else {
+        Vec::new()
+    };
+    let element = ElementLayout { item, swap: &swap };
+    let fill = match &meta.fill {
+        FillValue::Fixed(one) => one.clone(),
+        FillValue::Var(_) => Vec::new(),
+    };
+    let mut chunks = BTreeSet::new();
+    for r in &ranges {
+        let (first, last) = (r.start / item as u64, r.end.div_ceil(item as u64));
+        chunks.extend(geometry.units(first, last, usize::MAX));
+    }
+    let read_staged = |at: u64, buf: &mut [u8]| staged.read_at(at, buf);
+    let mut done = Committed {
+        staged_bytes: ranges.iter().map(|r| r.end - r.start).sum(),
+        ..Committed::default()
+    };
+    for u in chunks {
+        let key = meta.chunk_key(&u);
+        let (mut chunk, expected) = match store.read(&key, None)? {
+            Some(value) => {
+                let data = chain.decode(value.bytes).map_err(|e| e.at_key(&key))?;
+                let bytes = match data {
+                    UnitData::Fill(_) => repr.filled()?.into_fixed()?,
+                    data => data.into_fixed()?,
+                };
+                (bytes, Expected::At(value.version))
+            }
+            None => (repr.filled()?.into_fixed()?, Expected::Absent),
+        };
+        if chunk.len() != repr.fixed_len()? {
+            return Err(Error::corrupt(&key, "decoded chunk has the wrong size"));
+        }
+        patch_chunk(&geometry, &u, &element, &ranges, &read_staged, &mut chunk)?;
+        // A chunk of a v2 array with no fill value (`null`) is never deleted: readers
+        // differ on what a missing one holds.
+        if !meta.fill_json.is_null() && all_fill(&chunk, &fill) {
+            if expected != Expected::Absent {
+                writer.delete(&key, &expected)?;
+                done.chunks_deleted += 1;
+            }
+            continue;
+        }
+        let encoded = chain
+            .encode(UnitData::Fixed(chunk))
+            .map_err(|e| e.at_key(&key))?;
+        writer.put(&key, &encoded, &expected)?;
+        done.chunks_put += 1;
+        done.bytes_put += encoded.len() as u64;
+    }
+    staged.committed(&ranges);
+    Ok(done)
+}

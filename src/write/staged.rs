@@ -1,0 +1,197 @@
+//! The bytes written to one array's file and not yet in its store: a sparse file in the
+//! staging folder at the offsets they were written at, and the ranges written. Reads of
+//! the file lay them over what the store holds; a commit takes them into the store's
+//! chunks and then drops the ranges it took. Writes and commits of one array take turns
+//! ([`Staged::turn`]); reads never wait for a commit.
+
+use std::fs::File;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use parking_lot::{Mutex, MutexGuard};
+use rangemap::RangeSet;
+
+use crate::error::{Error, Result};
+
+/// One array's staged writes.
+pub struct Staged {
+    /// The array's node path.
+    path: String,
+    /// The staging file and where it is.
+    file: File,
+    at: PathBuf,
+    /// The file's size: writes stay within it.
+    size: u64,
+    written: Mutex<RangeSet<u64>>,
+    /// Held by a write or a commit of this array.
+    turn: Mutex<()>,
+}
+
+fn staging_error(at: &Path, source: std::io::Error) -> Error {
+    let at = at.display().to_string();
+    if source.raw_os_error() == Some(libc::ENOSPC) {
+        Error::NoSpace { at, source }
+    } else {
+        Error::Io { key: at, source }
+    }
+}
+
+impl Staged {
+    /// Staging for the file of the array at `path`, `size` bytes, in a new file `at`.
+    pub fn create(path: &str, size: u64, at: PathBuf) -> Result<Staged> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&at)
+            .map_err(|e| staging_error(&at, e))?;
+        Ok(Staged {
+            path: path.to_string(),
+            file,
+            at,
+            size,
+            written: Mutex::new(RangeSet::new()),
+            turn: Mutex::new(()),
+        })
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Where the staged bytes are (named in the log when a commit fails).
+    pub fn file_path(&self) -> &Path {
+        &self.at
+    }
+
+    /// Wait for the array's writes and commits to take turns with this one.
+    pub fn turn(&self) -> MutexGuard<'_, ()> {
+        self.turn.lock()
+    }
+
+    /// Stage `data` at `offset` (the caller holds the turn). A write that does not fit
+    /// in the file fails whole.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|end| *end <= self.size)
+            .ok_or_else(|| {
+                Error::BadWrite(format!(
+                    "/{}: a write of {} bytes at {offset} passes the end of the file ({} bytes)",
+                    self.path,
+                    data.len(),
+                    self.size
+                ))
+            })?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.file
+            .write_all_at(data, offset)
+            .map_err(|e| staging_error(&self.at, e))?;
+        self.written.lock().insert(offset..end);
+        Ok(())
+    }
+
+    /// The ranges written and not yet committed.
+    pub fn ranges(&self) -> Vec<Range<u64>> {
+        self.written.lock().iter().cloned().collect()
+    }
+
+    /// Whether anything is staged.
+    pub fn is_empty(&self) -> bool {
+        self.written.lock().is_empty()
+    }
+
+    /// Read staged bytes `[offset, offset + buf.len())` (within ranges written).
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| staging_error(&self.at, e))
+    }
+
+    /// Lay the staged bytes of `[offset, offset + buf.len())` over `buf`.
+    pub fn overlay(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let end = offset.saturating_add(buf.len() as u64);
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let over: Vec<Range<u64>> = self
+            .written
+            .lock()
+            .overlapping(offset..end)
+            .cloned()
+            .collect();
+        for r in over {
+            let (a, b) = (r.start.max(offset), r.end.min(end));
+            self.read_at(a, &mut buf[(a - offset) as usize..(b - offset) as usize])?;
+        }
+        Ok(())
+    }
+
+    /// The ranges `taken` are in the store now: reads no longer lay them over it.
+    pub fn committed(&self, taken: &[Range<u64>]) {
+        let mut written = self.written.lock();
+        for r in taken {
+            written.remove(r.clone());
+        }
+        if written.is_empty() {
+            // The space of the staged bytes goes back to the system.
+            let _ = self.file.set_len(0);
+            let _ = self.file.set_len(self.size);
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.written.lock().is_empty() {
+            let _ = std::fs::remove_file(&self.at);
+        } else {
+            log::warn!(
+                "/{}: staged writes not committed are kept in {}",
+                self.path,
+                self.at.display()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_bytes_lie_over_a_read_and_leave_once_committed() {
+        let dir = std::env::temp_dir().join(format!("zarrfs-staged-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let at = dir.join("a.staged");
+        let s = Staged::create("g/a", 100, at.clone()).unwrap();
+        s.write(10, b"abcd").unwrap();
+        s.write(12, b"XYZ").unwrap();
+        s.write(50, b"q").unwrap();
+        assert_eq!(s.ranges(), vec![10..15, 50..51]);
+        let mut buf = vec![b'.'; 10];
+        s.overlay(8, &mut buf).unwrap();
+        assert_eq!(&buf, b"..abXYZ...");
+        assert!(matches!(s.write(98, b"abc"), Err(Error::BadWrite(_))));
+        assert!(matches!(s.write(u64::MAX, b"a"), Err(Error::BadWrite(_))));
+        let first = 10..15;
+        s.committed(std::slice::from_ref(&first));
+        let mut buf = vec![b'.'; 10];
+        s.overlay(8, &mut buf).unwrap();
+        assert_eq!(&buf, b"..........");
+        assert!(!s.is_empty());
+        let second = 50..51;
+        s.committed(std::slice::from_ref(&second));
+        assert!(s.is_empty());
+        drop(s);
+        assert!(!at.exists(), "an empty staging file goes with its array");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,297 @@
+//! Writes through a writable mount (`--writable`), checked by zarr-python: random
+//! `pwrite`s (and a slab of fill value) into every fixed-size array of the v3 and v2
+//! fixture stores that zarr-python reads, in each of C/F order and little/big endian.
+//! `scripts/check_written.py` draws the writes and the expected bytes from zarr-python's
+//! own read of each array; after unmount, zarr-python 3 (and 2.18 for the v2 store)
+//! read every array back, and every store file that changed must be a chunk the writes
+//! touched. A read mount refuses writes with `EROFS`, as before.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use common::mount::Mount;
+use common::{copy_dir, fixtures::is_unsupported, venv_python, Manifest, TempDir};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// Arrays of `store` in the manifest that have a flat file (fixed-size elements).
+fn fixed_arrays<'a>(m: &'a Manifest, store: &str) -> Vec<&'a Value> {
+    common::fixtures::arrays_of(m, store)
+        .into_iter()
+        .filter(|a| a["vlen"] == false && !is_unsupported(a))
+        .collect()
+}
+
+/// Run `scripts/check_written.py` with `python`: its stdout; a failure fails the test
+/// with its output.
+fn check_written(python: &Path, args: &[&std::ffi::OsStr]) -> String {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/check_written.py");
+    let out = std::process::Command::new(python)
+        .arg(&script)
+        .args(args)
+        .env("PYTHONWARNINGS", "ignore")
+        .output()
+        .expect("run check_written.py");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "check_written.py {args:?}: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The file of `path` in a mount of a store holding it.
+fn file_in(mount: &Mount, path: &str) -> PathBuf {
+    mount.path(path)
+}
+
+#[test]
+fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python() {
+    let m = Manifest::load();
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    let zarr2 = venv_python("ZARRFS_ZARR2_PYTHON", "venv-zarr2");
+    let layouts = [("C", "little"), ("F", "big"), ("C", "big"), ("F", "little")];
+    for (round, (order, endian)) in layouts.into_iter().enumerate() {
+        let tmp = TempDir::new("write-random");
+        let stores: Vec<(String, PathBuf)> = ["v3", "v2"]
+            .iter()
+            .map(|s| (s.to_string(), tmp.path().join(s)))
+            .collect();
+        let mut specs = Vec::new();
+        for (name, dir) in &stores {
+            copy_dir(&m.store_dir(name), dir);
+            for (i, a) in fixed_arrays(&m, name).into_iter().enumerate() {
+                specs.push(json!({
+                    "store": dir, "path": a["path"], "order": order, "endian": endian,
+                    "seed": round * 1000 + i, "fill_rows": i % 2 == 0,
+                }));
+            }
+        }
+        let spec_path = tmp.path().join("spec.json");
+        let plan_path = tmp.path().join("plan.json");
+        let spec =
+            json!({"stores": stores.iter().map(|(_, d)| d).collect::<Vec<_>>(), "arrays": specs});
+        std::fs::write(&spec_path, spec.to_string()).expect("write spec");
+        check_written(
+            &zarr3,
+            &[
+                "plan".as_ref(),
+                spec_path.as_os_str(),
+                plan_path.as_os_str(),
+            ],
+        );
+        let plan: Value =
+            serde_json::from_slice(&std::fs::read(&plan_path).expect("plan")).expect("plan json");
+        let planned = plan["arrays"].as_array().expect("arrays");
+        // zarr-python reads all but a few exotic data types of these stores.
+        assert!(planned.len() >= 200, "{} arrays planned", planned.len());
+        // The v2 arrays zarr-python 2.18 reads as zarr-python 3 does (before the writes).
+        let v2_all = json!({
+            "arrays": planned.iter().filter(|a| a["store"].as_str() == stores[1].1.to_str()).collect::<Vec<_>>(),
+            "files": {},
+        });
+        let v2_all_path = tmp.path().join("plan-v2-all.json");
+        let v2_path = tmp.path().join("plan-v2.json");
+        std::fs::write(&v2_all_path, v2_all.to_string()).expect("write v2 plan");
+        let out = check_written(
+            &zarr2,
+            &[
+                "agree".as_ref(),
+                v2_all_path.as_os_str(),
+                v2_path.as_os_str(),
+            ],
+        );
+        assert!(out.contains("agrees on"), "{out}");
+        let endian_flag = if endian == "big" { "big" } else { "little" };
+        for (name, dir) in &stores {
+            let staging = tmp.path().join(format!("staging-{name}"));
+            let mount = Mount::new(
+                dir,
+                &[
+                    "--writable",
+                    "--write-staging",
+                    staging.to_str().expect("utf-8 path"),
+                    "--order",
+                    order,
+                    "--endian",
+                    endian_flag,
+                ],
+            );
+            let mut failures = Vec::new();
+            for (k, a) in planned.iter().enumerate() {
+                if a["store"].as_str() != dir.to_str() {
+                    continue;
+                }
+                let path = a["path"].as_str().expect("path");
+                let file = file_in(&mount, path);
+                let writes = a["writes"].as_array().expect("writes");
+                let opened = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&file);
+                let f = match opened {
+                    Ok(f) => f,
+                    Err(e) => {
+                        failures.push(format!("{name} {path}: open for writing: {e}"));
+                        continue;
+                    }
+                };
+                for (j, w) in writes.iter().enumerate() {
+                    let offset = w[0].as_u64().expect("offset");
+                    let bytes = hex(w[1].as_str().expect("hex"));
+                    if let Err(e) = f.write_all_at(&bytes, offset) {
+                        failures.push(format!("{name} {path}: pwrite at {offset}: {e}"));
+                    }
+                    // Some arrays commit halfway (fsync), the rest at close.
+                    if k % 3 == 0 && j == 0 {
+                        if let Err(e) = f.sync_all() {
+                            failures.push(format!("{name} {path}: fsync: {e}"));
+                        }
+                    }
+                }
+                // What the open file reads now is what was written, staged or committed
+                // (where the array's codecs keep every byte: a lossy one changes what it
+                // commits at the fsync).
+                let size = a["size"].as_u64().expect("size");
+                let mut back = vec![0u8; size as usize];
+                match f.read_exact_at(&mut back, 0) {
+                    Ok(()) if sha(&back) == a["written"] || a["written"] != a["sha256"] => {}
+                    Ok(()) => {
+                        failures.push(format!("{name} {path}: read back before close differs"))
+                    }
+                    Err(e) => failures.push(format!("{name} {path}: read back: {e}")),
+                }
+                drop(f);
+                // And a new open after the close.
+                match std::fs::read(&file) {
+                    Ok(back) if sha(&back) == a["sha256"] || sha(&back) == a["written"] => {}
+                    Ok(_) => failures.push(format!("{name} {path}: read after close differs")),
+                    Err(e) => failures.push(format!("{name} {path}: read after close: {e}")),
+                }
+            }
+            let log = mount.log();
+            drop(mount);
+            assert!(
+                failures.is_empty(),
+                "{order} {endian} {name}: {} failures:\n{}\nlog:\n{log}",
+                failures.len(),
+                failures.join("\n")
+            );
+            let left: Vec<_> = std::fs::read_dir(&staging)
+                .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+                .unwrap_or_default();
+            assert!(left.is_empty(), "staging files left: {left:?}");
+        }
+        let out = check_written(&zarr3, &["check".as_ref(), plan_path.as_os_str()]);
+        assert!(out.contains(" 0 failures"), "{out}");
+        // zarr-python 2.18 reads the v2 store back too.
+        let out = check_written(
+            &zarr2,
+            &[
+                "check".as_ref(),
+                v2_path.as_os_str(),
+                "--data-only".as_ref(),
+            ],
+        );
+        assert!(out.contains(" 0 failures"), "{out}");
+    }
+}
+
+#[test]
+fn a_mount_without_writable_refuses_writes_with_erofs() {
+    let m = Manifest::load();
+    let tmp = TempDir::new("write-ro");
+    let store = tmp.path().join("v3");
+    copy_dir(&m.store_dir("v3"), &store);
+    let before = std::fs::read(store.join("codecs/zstd/zarr.json")).ok();
+    let mount = Mount::new(&store, &[]);
+    let a = fixed_arrays(&m, "v3")[0]["path"]
+        .as_str()
+        .expect("path")
+        .to_string();
+    let e = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mount.path(&a))
+        .expect_err("an open for writing on a read-only mount");
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    let mut f = std::fs::File::open(mount.path(&a)).expect("open for reading");
+    let e = f.write(b"x").expect_err("a write on a read-only handle");
+    assert!(
+        matches!(e.raw_os_error(), Some(libc::EBADF) | Some(libc::EROFS)),
+        "{e}"
+    );
+    drop(mount);
+    assert_eq!(
+        std::fs::read(store.join("codecs/zstd/zarr.json")).ok(),
+        before
+    );
+}
+
+#[test]
+fn a_writable_mount_refuses_truncation_views_and_writes_past_the_end() {
+    let m = Manifest::load();
+    let tmp = TempDir::new("write-refused");
+    let store = tmp.path().join("v3");
+    copy_dir(&m.store_dir("v3"), &store);
+    let staging = tmp.path().join("staging");
+    let mount = Mount::new(
+        &store,
+        &[
+            "--writable",
+            "--views",
+            "raw,npy",
+            "--write-staging",
+            staging.to_str().expect("utf-8"),
+        ],
+    );
+    let a = fixed_arrays(&m, "v3")[0]["path"]
+        .as_str()
+        .expect("path")
+        .to_string();
+    let file = mount.path(&a);
+    let size = std::fs::metadata(&file).expect("stat").len();
+    let e = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&file)
+        .expect_err("O_TRUNC");
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    let e = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mount.path(&format!("{a}.npy")))
+        .expect_err("a view opened for writing");
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .expect("open for writing");
+    let e = f
+        .write_all_at(b"xy", size - 1)
+        .expect_err("a write past the end");
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    let e = f.set_len(size + 1).expect_err("a truncate to another size");
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    drop(f);
+    assert_eq!(std::fs::metadata(&file).expect("stat").len(), size);
+    let log = mount.log();
+    assert!(log.contains("passes the end of the file"), "{log}");
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn sha(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
