@@ -203,6 +203,113 @@ fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python() {
 }
 
 #[test]
+fn cat_appends_rows_and_truncate_cuts_them_read_back_by_zarr_python() {
+    let m = Manifest::load();
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    // (store, array, rows appended, rows cut): chunked, sharded, transposed, v2.
+    let cases = [
+        ("v3", "codecs/zstd_3", 7, 0),
+        ("v3", "sharding/end_crc32c", 3, 0),
+        ("v3", "order/transpose_3d", 2, 0),
+        ("v3", "codecs/gzip_1", 0, 13),
+        ("v2", "order/F_2d", 4, 0),
+        ("v2", "order/C_3d", 0, 2),
+    ];
+    for (order, endian) in [("C", "little"), ("F", "big")] {
+        let tmp = TempDir::new("write-resize");
+        let mut specs = Vec::new();
+        for store in ["v3", "v2"] {
+            copy_dir(&m.store_dir(store), &tmp.path().join(store));
+        }
+        for (i, (store, path, grow, cut)) in cases.iter().enumerate() {
+            if !fixed_arrays(&m, store).iter().any(|a| a["path"] == *path) {
+                panic!("{store} {path}: not among the fixtures");
+            }
+            specs.push(json!({
+                "store": tmp.path().join(store), "path": path, "order": order, "endian": endian,
+                "seed": i, "fill_rows": false, "append_rows": grow, "shrink_rows": cut,
+            }));
+        }
+        let stores = [tmp.path().join("v3"), tmp.path().join("v2")];
+        let spec_path = tmp.path().join("spec.json");
+        let plan_path = tmp.path().join("plan.json");
+        std::fs::write(
+            &spec_path,
+            json!({"stores": stores, "arrays": specs}).to_string(),
+        )
+        .expect("write spec");
+        check_written(
+            &zarr3,
+            &[
+                "plan".as_ref(),
+                spec_path.as_os_str(),
+                plan_path.as_os_str(),
+            ],
+        );
+        let plan: Value =
+            serde_json::from_slice(&std::fs::read(&plan_path).expect("plan")).expect("plan json");
+        let planned = plan["arrays"].as_array().expect("arrays");
+        assert_eq!(planned.len(), cases.len(), "every case planned");
+        for dir in &stores {
+            let staging = tmp.path().join("staging");
+            let mount = Mount::new(
+                dir,
+                &[
+                    "--writable",
+                    "--write-staging",
+                    staging.to_str().expect("utf-8"),
+                    "--order",
+                    order,
+                    "--endian",
+                    endian,
+                ],
+            );
+            for a in planned
+                .iter()
+                .filter(|a| a["store"].as_str() == dir.to_str())
+            {
+                let path = a["path"].as_str().expect("path");
+                let file = mount.path(path);
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&file)
+                    .expect("open");
+                for w in a["writes"].as_array().expect("writes") {
+                    let bytes = hex(w[1].as_str().expect("hex"));
+                    f.write_all_at(&bytes, w[0].as_u64().expect("offset"))
+                        .expect("pwrite");
+                }
+                drop(f);
+                let new_size = a["new_size"].as_u64().expect("new size");
+                let step = hex(a["append"].as_str().expect("append"));
+                let shell = if step.is_empty() {
+                    format!("truncate -s {new_size} '{}'", file.display())
+                } else {
+                    let step_file = tmp.path().join("step.raw");
+                    std::fs::write(&step_file, &step).expect("write step");
+                    format!("cat '{}' >> '{}'", step_file.display(), file.display())
+                };
+                let status = std::process::Command::new("sh")
+                    .args(["-c", &shell])
+                    .status()
+                    .expect("sh");
+                assert!(status.success(), "{shell}: {status}\n{}", mount.log());
+                let back = std::fs::read(&file).expect("read after resize");
+                assert_eq!(back.len() as u64, new_size, "{path}: size after {shell}");
+                assert_eq!(
+                    sha(&back),
+                    a["resized"],
+                    "{path} ({order}, {endian}): read after {shell}"
+                );
+            }
+            drop(mount);
+        }
+        let out = check_written(&zarr3, &["check".as_ref(), plan_path.as_os_str()]);
+        assert!(out.contains(" 0 failures"), "{out}");
+    }
+}
+
+#[test]
 fn a_mount_without_writable_refuses_writes_with_erofs() {
     let m = Manifest::load();
     let tmp = TempDir::new("write-ro");
@@ -233,7 +340,7 @@ fn a_mount_without_writable_refuses_writes_with_erofs() {
 }
 
 #[test]
-fn a_writable_mount_refuses_truncation_views_and_writes_past_the_end() {
+fn a_writable_mount_takes_whole_rows_only_and_refuses_views() {
     let m = Manifest::load();
     let tmp = TempDir::new("write-refused");
     let store = tmp.path().join("v3");
@@ -249,18 +356,21 @@ fn a_writable_mount_refuses_truncation_views_and_writes_past_the_end() {
             staging.to_str().expect("utf-8"),
         ],
     );
-    let a = fixed_arrays(&m, "v3")[0]["path"]
-        .as_str()
-        .expect("path")
-        .to_string();
-    let file = mount.path(&a);
+    // 20 x 30 int32: rows of 120 bytes.
+    let a = "codecs/zstd_3";
+    let file = mount.path(a);
     let size = std::fs::metadata(&file).expect("stat").len();
-    let e = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(&file)
-        .expect_err("O_TRUNC");
-    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    assert_eq!(size, 2400);
+    // `cp` over it: an open with O_TRUNC then whole rows written replace its data.
+    let before = std::fs::read(&file).expect("read");
+    let mut replaced: Vec<u8> = before.iter().rev().copied().collect();
+    replaced.truncate(1200);
+    std::fs::write(&file, &replaced).expect("write over it");
+    assert!(
+        std::fs::read(&file).expect("read") == replaced,
+        "read after cp"
+    );
+    std::fs::write(&file, &before).expect("write it back");
     let e = std::fs::OpenOptions::new()
         .write(true)
         .open(mount.path(&format!("{a}.npy")))
@@ -270,15 +380,39 @@ fn a_writable_mount_refuses_truncation_views_and_writes_past_the_end() {
         .write(true)
         .open(&file)
         .expect("open for writing");
+    // A truncate to a size that is not whole rows fails at once.
     let e = f
-        .write_all_at(b"xy", size - 1)
-        .expect_err("a write past the end");
+        .set_len(size + 1)
+        .expect_err("a truncate to part of a row");
     assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
-    let e = f.set_len(size + 1).expect_err("a truncate to another size");
+    // A write may leave part of a row while the file is open; the commit refuses it.
+    f.write_all_at(b"xy", size - 1)
+        .expect("a write past the end");
+    let e = f.sync_all().expect_err("a commit of part of a row");
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    // Cut back to whole rows, it commits (the byte before the end written).
+    f.set_len(size).expect("a truncate to whole rows");
+    f.sync_all().expect("fsync");
+    drop(f);
+    let back = std::fs::read(&file).expect("read");
+    assert_eq!((back.len() as u64, back[size as usize - 1]), (size, b'x'));
+    assert!(
+        back[..size as usize - 1] == before[..size as usize - 1],
+        "written back"
+    );
+    // A zero-dimensional array has no rows to add.
+    let scalar = mount.path("keys/default_slash_0d");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&scalar)
+        .expect("open a scalar for writing");
+    let e = f
+        .write_all_at(b"abcd", 2)
+        .expect_err("a write past a scalar's end");
     assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
     drop(f);
-    assert_eq!(std::fs::metadata(&file).expect("stat").len(), size);
     let log = mount.log();
+    assert!(log.contains("not a whole number of rows"), "{log}");
     assert!(log.contains("passes the end of the file"), "{log}");
 }
 

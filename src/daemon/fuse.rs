@@ -123,19 +123,12 @@ impl FuseAdapter {
         self
     }
 
-    /// An open for writing: refused on a read-only mount (`EROFS`) and for truncation
-    /// (`EINVAL`: an array's file keeps its size); else staged by the daemon, read and
-    /// written direct.
-    fn open_write(&self, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    /// An open for writing: refused on a read-only mount (`EROFS`); else staged by the
+    /// daemon, read and written direct. (The kernel truncates an `O_TRUNC` open with a
+    /// `setattr` of its own once it is open: staged like a write.)
+    fn open_write(&self, ino: INodeNo, reply: ReplyOpen) {
         if !self.serving.fs().writable() {
             return reply.error(Errno::EROFS);
-        }
-        if flags.0 & libc::O_TRUNC != 0 {
-            let e = Error::BadWrite(format!(
-                "inode {}: an array's file cannot be truncated on open",
-                ino.0
-            ));
-            return reply.error(errno("open", &e));
         }
         self.serving.meta(move |s| {
             reply!(reply, "open", s.open_write(ino.0), |fh| reply
@@ -147,10 +140,14 @@ impl FuseAdapter {
     /// array's files (a flush or an fsync).
     fn commit(&self, op: &'static str, fh: FileHandle, reply: ReplyEmpty) {
         let kernel = self.kernel.clone();
+        let fs = self.serving.fs().clone();
         self.serving.commit(fh.0, move |result| {
             reply!(reply, op, result, |inodes| {
-                reply.ok();
+                // Dropped before the answer (a close or fsync holds no directory lock):
+                // a path opened once it returns finds the array as it is now.
                 kernel.drop_inodes(&inodes);
+                kernel.drop_names(|| fs.names_of(&inodes));
+                reply.ok();
             })
         })
     }
@@ -260,7 +257,7 @@ impl Filesystem for FuseAdapter {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0 {
-            return self.open_write(ino, flags, reply);
+            return self.open_write(ino, reply);
         }
         self.serving.meta(move |s| {
             reply!(
@@ -459,17 +456,16 @@ impl Filesystem for FuseAdapter {
         if mode.is_some() || uid.is_some() || gid.is_some() {
             return reply.error(Errno::EPERM);
         }
-        // Times are the mount's; a size is the array's: only its own size is taken.
-        self.meta(move |fs, owner| {
-            let attr = fs.getattr(ino.0).and_then(|a| match size {
-                Some(size) if size != a.size => Err(Error::BadWrite(format!(
-                    "inode {}: an array's file keeps its size ({} bytes, not {size})",
-                    ino.0, a.size
-                ))),
-                _ => Ok(a),
-            });
-            reply!(reply, "setattr", attr, |a| reply
-                .attr(&fs.attr_ttl(), &owner.attr(&a)))
+        // Times are the mount's; a size changes the array's slowest axis by whole rows
+        // (committed at once, on the write pool).
+        let kernel = self.kernel.clone();
+        let owner = self.owner;
+        self.serving.resize(ino.0, size, move |fs, result| {
+            reply!(reply, "setattr", result, |done| {
+                let (a, inodes) = done;
+                reply.attr(&fs.attr_ttl(), &owner.attr(&a));
+                kernel.refreshed(&inodes, || fs.names_of(&inodes), || {});
+            })
         })
     }
 

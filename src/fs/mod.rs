@@ -597,10 +597,12 @@ impl ZarrFs {
     /// the lock held (it may read the store); the first one stored wins.
     fn flat(&self, path: &str) -> Result<Arc<Content>> {
         let stamp = self.stamp(path);
+        let refreshing = self.hierarchy.refresh_interval().is_some();
         if let Some((made, c)) = self.flats.lock().get(path) {
             // A node gone from the store keeps the content it had (its open files read
-            // on; lookups no longer find it).
-            if *made == stamp || stamp.read_at.is_none() {
+            // on; lookups no longer find it). With no refresh interval, a node is read
+            // again only when forced (`zarrfs refresh`, a write that changed its shape).
+            if *made == stamp || (refreshing && stamp.read_at.is_none()) {
                 return Ok(c.clone());
             }
         }
@@ -667,7 +669,7 @@ impl ZarrFs {
             _ => {
                 // A node that fails to load is still listed; its reads fail with EIO.
                 let size = match self.content(&entry) {
-                    Ok(c) => c.size(),
+                    Ok(c) => self.staged_size(&entry.node).unwrap_or(c.size()),
                     Err(e) => {
                         log::debug!("{e}");
                         0
@@ -741,10 +743,10 @@ impl ZarrFs {
     ) -> std::result::Result<usize, Partial> {
         let h = self.handle(fh)?;
         let n = h.content.read_into(&h.cursor, offset, buf)?;
-        if let Some(staged) = self.staged_of(&h) {
-            staged.overlay(offset, &mut buf[..n])?;
+        match self.staged_of(&h) {
+            Some(staged) => Ok(self.lay_over(&h, &staged, offset, buf, n)?),
+            None => Ok(n),
         }
-        Ok(n)
     }
 
     /// A read answered straight from a cached unit, when the file is an array view and

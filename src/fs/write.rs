@@ -10,7 +10,7 @@ use super::handles::Handle;
 use super::inode::Node;
 use super::ZarrFs;
 use crate::error::{Error, Result};
-use crate::write::{Staged, Writes};
+use crate::write::{reshape, Staged, Writes};
 
 impl ZarrFs {
     /// Whether the mount takes writes (`--writable` on a store that can be written).
@@ -57,6 +57,61 @@ impl ZarrFs {
         writes.staged(h.array.as_deref()?)
     }
 
+    /// The size of an array file whose array is being written (staged).
+    pub(super) fn staged_size(&self, node: &Node) -> Option<u64> {
+        let Node::Array(path) = node else {
+            return None;
+        };
+        Some(self.writes.as_ref()?.staged(path)?.size())
+    }
+
+    /// Lay what `staged` holds over the `n` bytes read from `offset` of `h` into `buf`:
+    /// the file as written, its size the staged one (past the store's end, what was not
+    /// written is fill value). The bytes it holds.
+    pub(super) fn lay_over(
+        &self,
+        h: &Handle,
+        staged: &Staged,
+        offset: u64,
+        buf: &mut [u8],
+        n: usize,
+    ) -> Result<usize> {
+        let size = staged.size();
+        let want = usize::try_from(size.saturating_sub(offset))
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        if want > n {
+            let one = h
+                .content
+                .view()
+                .map(|v| self.fill_element(v))
+                .unwrap_or_default();
+            if one.is_empty() {
+                buf[n..want].fill(0);
+            } else {
+                for (i, b) in buf[n..want].iter_mut().enumerate() {
+                    *b = one[((offset + (n + i) as u64) % one.len() as u64) as usize];
+                }
+            }
+        }
+        staged.overlay(offset, &mut buf[..want])?;
+        Ok(want)
+    }
+
+    /// One element of the array's fill value as the file lays it out.
+    fn fill_element(&self, view: &crate::read::view::View) -> Vec<u8> {
+        let meta = &view.array().meta;
+        let crate::metadata::FillValue::Fixed(one) = &meta.fill else {
+            return Vec::new();
+        };
+        let mut one = one.clone();
+        if self.layout.big_endian {
+            let item = one.len();
+            crate::codec::swap_elements(&mut one, item, &meta.dtype.swap_units());
+        }
+        one
+    }
+
     /// Open file `ino` for writing (and reading): only an array's raw file, of a
     /// fixed-size data type whose codecs zarrfs can encode, on a mount that takes
     /// writes. The handle's number.
@@ -94,8 +149,53 @@ impl ZarrFs {
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<()> {
         let h = self.handle(fh)?;
         let staged = h.staged.as_ref().ok_or(Error::ReadOnly)?;
+        // A write past the end grows the array, where it can grow.
+        let grows = h
+            .content
+            .view()
+            .is_some_and(|v| reshape::cannot_resize(&v.array().meta).is_none());
         let _turn = staged.turn();
-        staged.write(offset, data)
+        staged.write(offset, data, grows)
+    }
+
+    /// Make the file of array `ino` `size` bytes (a truncate, an open with `O_TRUNC`):
+    /// whole rows of its slowest axis, else `EINVAL`. While a writer has the array open
+    /// the size is staged with its writes (committed at its close); else it is committed
+    /// at once. The inodes whose attributes and pages the kernel is to drop.
+    pub fn set_size(&self, ino: u64, size: u64) -> Result<Vec<u64>> {
+        let entry = self.entry(ino)?;
+        let Node::Array(path) = &entry.node else {
+            return Err(Error::NotWritable {
+                key: format!("/{}", entry.node.path()),
+                reason: "only an array's raw file changes size".into(),
+            });
+        };
+        if let Some(e) = self.write_refused(&format!("/{path}")) {
+            return Err(e);
+        }
+        let writes = self.writes.as_ref().ok_or(Error::ReadOnly)?;
+        let (meta, _) = self.hierarchy.array_and_store(path)?;
+        let item = meta.dtype.size().ok_or(Error::ReadOnly)?;
+        if let Some(why) = reshape::cannot_resize(&meta) {
+            return Err(Error::BadWrite(format!(
+                "/{path}: cannot change size: {why}"
+            )));
+        }
+        reshape::shape_for(&meta, self.layout, item, size)?;
+        if let Some(staged) = writes.staged(path) {
+            let _turn = staged.turn();
+            staged.set_size(size)?;
+            return Ok(Vec::new());
+        }
+        let content = self.content(&entry)?;
+        let staged = writes.open(path, content.size())?;
+        let resized = {
+            let _turn = staged.turn();
+            staged.set_size(size)
+        };
+        let committed = resized.and_then(|()| self.commit_path(path, &staged));
+        writes.close(path);
+        committed
     }
 
     /// Commit what was written to the array of file `fh` into the store (a close or an
@@ -113,52 +213,63 @@ impl ZarrFs {
         if staged.is_empty() {
             return Ok(Vec::new());
         }
-        let view = h
-            .content
-            .view()
-            .ok_or_else(|| Error::Internal(format!("/{}: no flat view", staged.path())))?;
-        let array = view.array();
+        let result = self.commit_path(staged.path(), staged);
+        // What was decoded for the handle's reading is not served again either.
+        if let Some(v) = h.content.view() {
+            self.cache.forget_array(v.array().rewritten());
+        }
+        result
+    }
+
+    /// Commit what `staged` holds into the array at `path` as the store has it now. The
+    /// inodes whose attributes and pages the kernel is to drop.
+    fn commit_path(&self, path: &str, staged: &Staged) -> Result<Vec<u64>> {
+        if staged.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (meta, _) = self.hierarchy.array_and_store(path)?;
         let store = self.hierarchy.store();
         let writer = store.writer().ok_or(Error::ReadOnly)?;
-        let result = crate::write::commit(
-            staged,
-            &array.meta,
-            store.as_ref(),
-            writer.as_ref(),
-            self.layout,
-        );
+        let result =
+            crate::write::commit(staged, &meta, store.as_ref(), writer.as_ref(), self.layout);
         // Chunks may have been put even when a later one failed: what was decoded
-        // before is not served again, from this reading or the array's current one.
-        self.cache.forget_array(array.rewritten());
-        if let Ok(current) = self.flat(staged.path()) {
-            if let Some(v) = current.view().filter(|v| !Arc::ptr_eq(v.array(), array)) {
+        // before is not served again.
+        if let Ok(current) = self.flat(path) {
+            if let Some(v) = current.view() {
                 self.cache.forget_array(v.array().rewritten());
             }
         }
         let done = result.inspect_err(|_| {
             log::warn!(
-                "/{}: commit failed; its staged bytes stay in {}",
-                staged.path(),
+                "/{path}: commit failed; its staged bytes stay in {}",
                 staged.file_path().display()
             );
         })?;
         log::info!(
-            "/{}: committed {} staged bytes: {} chunks written ({} bytes), {} deleted",
-            staged.path(),
+            "/{path}: committed {} staged bytes: {} chunks written ({} bytes), {} deleted{}",
             done.staged_bytes,
             done.chunks_put,
             done.bytes_put,
-            done.chunks_deleted
+            done.chunks_deleted,
+            match &done.shape {
+                Some(shape) => format!(", shape now {shape:?}"),
+                None => String::new(),
+            }
         );
-        Ok(self
+        let inodes: Vec<u64> = self
             .inodes
-            .under(staged.path())
+            .under(path)
             .into_iter()
             .filter(|ino| {
                 self.entry(*ino)
                     .is_ok_and(|e| !matches!(e.node, Node::Dir(_)))
             })
-            .collect())
+            .collect();
+        if done.shape.is_some() {
+            // Its metadata changed: the node is read again (another inode).
+            self.refresh_path(path)?;
+        }
+        Ok(inodes)
     }
 
     /// A handle is closed: a writer commits what is left staged (an `mmap` written back

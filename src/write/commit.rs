@@ -15,6 +15,7 @@ use crate::store::write::{Expected, Writer};
 use crate::store::Store;
 
 use super::patch::{all_fill, patch_chunk, ElementLayout};
+use super::reshape;
 use super::staged::Staged;
 
 /// What a commit did.
@@ -27,6 +28,8 @@ pub struct Committed {
     pub chunks_deleted: u64,
     /// File bytes taken from the staging.
     pub staged_bytes: u64,
+    /// The array's new shape, when the file changed size.
+    pub shape: Option<Vec<u64>>,
 }
 
 /// The array's codec chain for whole stored chunks, checked to encode: a chain with a
@@ -75,13 +78,28 @@ pub fn commit(
 ) -> Result<Committed> {
     let _turn = staged.turn();
     let ranges = staged.ranges();
-    if ranges.is_empty() {
-        return Ok(Committed::default());
-    }
     let chain = encoder(meta)?;
     let repr = repr_of(meta);
     let item = meta.dtype.size().unwrap_or(1).max(1);
-    let geometry = Geometry::new(&meta.shape, &meta.chunk_shape, layout.order, item);
+    let old_size = meta
+        .shape
+        .iter()
+        .try_fold(item as u64, |acc, n| acc.checked_mul(*n))
+        .ok_or_else(|| Error::BadWrite(format!("{}: too large", meta.meta_key)))?;
+    let size = staged.size();
+    let shape = match size == old_size {
+        true => meta.shape.clone(),
+        false => {
+            if let Some(why) = reshape::cannot_resize(meta) {
+                return Err(Error::BadWrite(format!(
+                    "{}: cannot change size: {why}",
+                    meta.meta_key
+                )));
+            }
+            reshape::shape_for(meta, layout, item, size)?
+        }
+    };
+    let geometry = Geometry::new(&shape, &meta.chunk_shape, layout.order, item);
     let swap = if layout.big_endian {
         meta.dtype.swap_units()
     } else {
@@ -134,6 +152,18 @@ pub fn commit(
         writer.put(&key, &encoded, &expected)?;
         done.chunks_put += 1;
         done.bytes_put += encoded.len() as u64;
+    }
+    if shape != meta.shape {
+        // A shrink drops the chunks wholly past the new end; the document follows the
+        // chunks, so a reader never finds a shape whose chunks are not written yet.
+        for key in reshape::chunks_past(meta, &shape) {
+            if let Some(head) = store.head(&key)? {
+                writer.delete(&key, &Expected::At(head.version))?;
+                done.chunks_deleted += 1;
+            }
+        }
+        reshape::rewrite_shape(meta, store, writer, &shape)?;
+        done.shape = Some(shape);
     }
     staged.committed(&ranges);
     Ok(done)

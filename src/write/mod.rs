@@ -6,6 +6,7 @@
 
 pub mod commit;
 pub mod patch;
+pub mod reshape;
 pub mod staged;
 
 use std::collections::HashMap;

@@ -21,12 +21,17 @@ pub struct Staged {
     /// The staging file and where it is.
     file: File,
     at: PathBuf,
-    /// The file's size: writes stay within it.
-    size: u64,
+    /// The file's size now: a write past the end or a truncate changes it.
+    size: Mutex<u64>,
+    /// The size the store's array has (at the start, and after each commit).
+    stored_size: Mutex<u64>,
     written: Mutex<RangeSet<u64>>,
     /// Held by a write or a commit of this array.
     turn: Mutex<()>,
 }
+
+/// The largest file an array may grow to through writes (1 PiB).
+const MAX_FILE: u64 = 1 << 50;
 
 fn staging_error(at: &Path, source: std::io::Error) -> Error {
     let at = at.display().to_string();
@@ -50,7 +55,8 @@ impl Staged {
             path: path.to_string(),
             file,
             at,
-            size,
+            size: Mutex::new(size),
+            stored_size: Mutex::new(size),
             written: Mutex::new(RangeSet::new()),
             turn: Mutex::new(()),
         })
@@ -60,8 +66,29 @@ impl Staged {
         &self.path
     }
 
+    /// The file's size now.
     pub fn size(&self) -> u64 {
-        self.size
+        *self.size.lock()
+    }
+
+    /// Make the file `size` bytes (the caller holds the turn): bytes past a smaller size
+    /// are gone, a larger one reads as fill value until written.
+    pub fn set_size(&self, size: u64) -> Result<()> {
+        if size > MAX_FILE {
+            return Err(Error::BadWrite(format!(
+                "/{}: {size} bytes is larger than an array file can grow",
+                self.path
+            )));
+        }
+        let mut now = self.size.lock();
+        if size < *now {
+            self.written.lock().remove(size..u64::MAX);
+            self.file
+                .set_len(size)
+                .map_err(|e| staging_error(&self.at, e))?;
+        }
+        *now = size;
+        Ok(())
     }
 
     /// Where the staged bytes are (named in the log when a commit fails).
@@ -74,18 +101,18 @@ impl Staged {
         self.turn.lock()
     }
 
-    /// Stage `data` at `offset` (the caller holds the turn). A write that does not fit
-    /// in the file fails whole.
-    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+    /// Stage `data` at `offset` (the caller holds the turn). With `grow`, a write past
+    /// the end makes the file longer; without, it fails whole.
+    pub fn write(&self, offset: u64, data: &[u8], grow: bool) -> Result<()> {
+        let size = self.size();
         let end = offset
             .checked_add(data.len() as u64)
-            .filter(|end| *end <= self.size)
+            .filter(|end| *end <= size || (grow && *end <= MAX_FILE))
             .ok_or_else(|| {
                 Error::BadWrite(format!(
-                    "/{}: a write of {} bytes at {offset} passes the end of the file ({} bytes)",
+                    "/{}: a write of {} bytes at {offset} passes the end of the file ({size} bytes)",
                     self.path,
                     data.len(),
-                    self.size
                 ))
             })?;
         if data.is_empty() {
@@ -95,6 +122,8 @@ impl Staged {
             .write_all_at(data, offset)
             .map_err(|e| staging_error(&self.at, e))?;
         self.written.lock().insert(offset..end);
+        let mut size = self.size.lock();
+        *size = (*size).max(end);
         Ok(())
     }
 
@@ -103,9 +132,14 @@ impl Staged {
         self.written.lock().iter().cloned().collect()
     }
 
-    /// Whether anything is staged.
+    /// Whether anything is staged: bytes, or a size the store's array does not have.
     pub fn is_empty(&self) -> bool {
-        self.written.lock().is_empty()
+        self.written.lock().is_empty() && self.size() == *self.stored_size.lock()
+    }
+
+    /// Whether bytes `range` were all written.
+    pub fn covers(&self, range: Range<u64>) -> bool {
+        range.is_empty() || self.written.lock().gaps(&range).next().is_none()
     }
 
     /// Read staged bytes `[offset, offset + buf.len())` (within ranges written).
@@ -136,6 +170,7 @@ impl Staged {
 
     /// The ranges `taken` are in the store now: reads no longer lay them over it.
     pub fn committed(&self, taken: &[Range<u64>]) {
+        *self.stored_size.lock() = self.size();
         let mut written = self.written.lock();
         for r in taken {
             written.remove(r.clone());
@@ -143,14 +178,13 @@ impl Staged {
         if written.is_empty() {
             // The space of the staged bytes goes back to the system.
             let _ = self.file.set_len(0);
-            let _ = self.file.set_len(self.size);
         }
     }
 }
 
 impl Drop for Staged {
     fn drop(&mut self) {
-        if self.written.lock().is_empty() {
+        if self.is_empty() {
             let _ = std::fs::remove_file(&self.at);
         } else {
             log::warn!(
@@ -172,15 +206,30 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let at = dir.join("a.staged");
         let s = Staged::create("g/a", 100, at.clone()).unwrap();
-        s.write(10, b"abcd").unwrap();
-        s.write(12, b"XYZ").unwrap();
-        s.write(50, b"q").unwrap();
+        s.write(10, b"abcd", false).unwrap();
+        s.write(12, b"XYZ", false).unwrap();
+        s.write(50, b"q", false).unwrap();
         assert_eq!(s.ranges(), vec![10..15, 50..51]);
         let mut buf = vec![b'.'; 10];
         s.overlay(8, &mut buf).unwrap();
         assert_eq!(&buf, b"..abXYZ...");
-        assert!(matches!(s.write(98, b"abc"), Err(Error::BadWrite(_))));
-        assert!(matches!(s.write(u64::MAX, b"a"), Err(Error::BadWrite(_))));
+        assert!(matches!(
+            s.write(98, b"abc", false),
+            Err(Error::BadWrite(_))
+        ));
+        assert!(matches!(
+            s.write(u64::MAX, b"a", true),
+            Err(Error::BadWrite(_))
+        ));
+        assert_eq!(s.size(), 100);
+        s.write(98, b"abc", true).unwrap();
+        assert_eq!(s.size(), 101);
+        assert!(s.covers(98..101) && !s.covers(97..101));
+        s.set_size(99).unwrap();
+        assert_eq!((s.size(), s.ranges().last().cloned()), (99, Some(98..99)));
+        s.set_size(100).unwrap();
+        let tail = 98..99;
+        s.committed(std::slice::from_ref(&tail));
         let first = 10..15;
         s.committed(std::slice::from_ref(&first));
         let mut buf = vec![b'.'; 10];

@@ -181,6 +181,33 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
         });
     }
 
+    /// Make array file `ino` `size` bytes (a `truncate`; `None`: only times change, which
+    /// are the mount's), on the write pool; `answer` gets its attributes after and the
+    /// inodes whose cached attributes, pages and names are stale now.
+    pub fn resize(
+        self: &Arc<Self>,
+        ino: u64,
+        size: Option<u64>,
+        answer: impl FnOnce(&ZarrFs, Result<(crate::fs::Attr, Vec<u64>)>) + Send + 'static,
+    ) {
+        let me = self.clone();
+        self.writes.run(move || {
+            let fs = me.fs.as_ref();
+            let result = (|| {
+                let attr = fs.getattr(ino)?;
+                match size {
+                    // The node read again after its shape changed: the size it has now.
+                    Some(size) if size != attr.size => {
+                        let inodes = fs.set_size(ino, size)?;
+                        Ok((crate::fs::Attr { size, ..attr }, inodes))
+                    }
+                    _ => Ok((attr, Vec::new())),
+                }
+            })();
+            answer(fs, result)
+        });
+    }
+
     /// Commit what writer `fh` staged (a close or an `fsync`), on the write pool;
     /// `answer` gets the inodes whose cached attributes and pages are stale now.
     pub fn commit(
