@@ -10,6 +10,7 @@ stores, and `check` fails on any changed file that is not a chunk the writes tou
     check_written.py plan SPEC.json PLAN.json
     check_written.py agree PLAN.json OUT.json   (the arrays this zarr-python reads alike)
     check_written.py check PLAN.json [--data-only]
+    check_written.py torn PLAN.json    (after a daemon was killed in a commit)
 
 SPEC.json: {"stores": [DIR, ...], "arrays": [{"store": DIR, "path": P, "order": "C"|"F",
             "endian": "little"|"big", "seed": N, "fill_rows": bool}, ...]}
@@ -121,7 +122,10 @@ def plan_array(spec: dict) -> dict:
     # Each write lays the array's own elements, from elsewhere in the file, over a range
     # (its ends may cut elements): values the data type holds, not random bit patterns.
     source = bytes(data)
-    for _ in range(3 if size else 0):
+    if spec.get("whole") and size:
+        shift = rng.randrange(1, max(2, size // item)) * item % size
+        writes.append([0, (source[shift:] + source[:shift]).hex()])
+    for _ in range(0 if spec.get("whole") else 3 if size else 0):
         offset = rng.randrange(size)
         length = rng.randint(1, min(size - offset, max(4 * item, size // 3)))
         shift = rng.randrange(size // item) * item
@@ -139,6 +143,12 @@ def plan_array(spec: dict) -> dict:
     extra = {}
     if spec.get("append_rows") or spec.get("shrink_rows"):
         extra = resize_plan(spec, z, a, bytes(data), touched)
+    if spec.get("save"):
+        # The array before and after the writes, for `torn`.
+        e = "<" if endian == "little" else ">"
+        new = np.frombuffer(bytes(data), dtype=a.dtype.newbyteorder(e)).reshape(a.shape, order=order)
+        np.save(spec["save"] + ".old.npy", a)
+        np.save(spec["save"] + ".new.npy", new.astype(a.dtype))
     return dict(
         spec,
         **extra,
@@ -283,6 +293,47 @@ def agree(plan_path: str, out_path: str) -> None:
     print(f"check_written: zarr {zarr.__version__} agrees on {len(kept)} of {len(plan['arrays'])} arrays")
 
 
+def torn(plan_path: str) -> int:
+    """After a daemon was killed in a commit: every array of the plan with `save` reads
+    (zarr-python), at the shape of its old or of its new metadata, and each of its
+    chunks holds wholly the old or wholly the new values."""
+    with open(plan_path) as f:
+        plan = json.load(f)
+    failures = []
+    for spec in plan["arrays"]:
+        if not spec.get("save"):
+            continue
+        old = np.load(spec["save"] + ".old.npy")
+        new = np.load(spec["save"] + ".new.npy")
+        try:
+            z = open_array(spec["store"], spec["path"])
+            got = np.asarray(z[...])
+        except Exception as e:  # noqa: BLE001 - every failure is reported
+            failures.append(f"{spec['path']}: unreadable: {type(e).__name__}: {e}")
+            continue
+        if got.shape not in (old.shape, new.shape):
+            failures.append(f"{spec['path']}: shape {got.shape}, neither {old.shape} nor {new.shape}")
+            continue
+        cs = chunk_shape(z)
+        counts = {"old": 0, "new": 0}
+        for idx in np.ndindex(*[-(-s // c) for s, c in zip(got.shape, cs)]):
+            region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(idx, cs, got.shape))
+            part = got[region]
+            in_old = all(r.stop <= s for r, s in zip(region, old.shape))
+            in_new = all(r.stop <= s for r, s in zip(region, new.shape))
+            if in_old and np.array_equal(part, old[region], equal_nan=True):
+                counts["old"] += 1
+            elif in_new and np.array_equal(part, new[region], equal_nan=True):
+                counts["new"] += 1
+            else:
+                failures.append(f"{spec['path']}: chunk {idx} is neither wholly old nor wholly new")
+        print(f"check_written: {spec['path']}: shape {got.shape}, {counts['old']} chunks old, {counts['new']} new")
+    for line in failures:
+        print("check_written: FAIL", line)
+    print(f"check_written: zarr {zarr.__version__}: {len(failures)} failures")
+    return 1 if failures else 0
+
+
 def main() -> int:
     if len(sys.argv) >= 4 and sys.argv[1] == "plan":
         plan(sys.argv[2], sys.argv[3])
@@ -290,6 +341,8 @@ def main() -> int:
     if len(sys.argv) >= 4 and sys.argv[1] == "agree":
         agree(sys.argv[2], sys.argv[3])
         return 0
+    if len(sys.argv) >= 3 and sys.argv[1] == "torn":
+        return torn(sys.argv[2])
     if len(sys.argv) >= 3 and sys.argv[1] == "check":
         return check(sys.argv[2], "--data-only" in sys.argv[3:])
     print(__doc__, file=sys.stderr)

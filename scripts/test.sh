@@ -99,7 +99,7 @@ cargo test --release -- --test-threads=2
 for io in direct cache; do
     ZARRFS_TEST_IO=$io ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
         cargo test --release --test mount --test views --test stress --test hostile --test remote \
-        --test references --test icechunk --test refresh --test inodes --test geo --test ome \
+        --test references --test icechunk --test refresh --test inodes --test geo --test ome --test write \
         -- --test-threads=2
 done
 # Fuzz smoke run: every fuzz target (fuzz/) for 30 s under afl-fuzz; fails on a crash.

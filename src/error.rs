@@ -62,6 +62,9 @@ pub enum Error {
     /// A size or offset a write cannot have (not a whole number of rows, past the end).
     #[error("{0}")]
     BadWrite(String),
+    /// Another writer has the array open, longer than `--write-wait`.
+    #[error("{0}: another writer has it open")]
+    Busy(String),
     /// A mount that could not start: a store or mountpoint that cannot be used, a session
     /// the kernel refused, a background daemon that did not come up. The message names
     /// the cause too (the command line prints only the message); `source` is the failure
@@ -164,6 +167,7 @@ impl Error {
             Error::ReadOnly | Error::NotWritable { .. } => libc::EROFS,
             Error::NoSpace { .. } => libc::ENOSPC,
             Error::BadWrite(_) => libc::EINVAL,
+            Error::Busy(_) => libc::EBUSY,
             Error::Invalid(_) => libc::EINVAL,
             Error::NoAttribute => libc::ENODATA,
             _ => libc::EIO,

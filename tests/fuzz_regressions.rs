@@ -282,6 +282,7 @@ fn stat_of_a_text_array_of_billions_of_missing_chunks_fails_at_once() {
         prefetch_threads: 1,
         views: Default::default(),
         staging: None,
+        write_wait: Default::default(),
     };
     let fs = ZarrFs::new(h, options, "store.zarr");
     let started = std::time::Instant::now();

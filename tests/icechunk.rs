@@ -663,6 +663,7 @@ fn served_chunks_stay_in_the_decoded_cache_only_where_other_versions_are_shown()
             prefetch_threads: 1,
             views: Default::default(),
             staging: None,
+            write_wait: Default::default(),
         };
         let fs = ZarrFs::new(Hierarchy::open(store).expect("hierarchy"), options, "repo");
         let ino = fs.lookup(ROOT, "temperature").expect("lookup").ino;

@@ -429,3 +429,309 @@ fn sha(bytes: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// A `zarrfs mount -f --writable` child with `env` set, up once mounted: its process
+/// and its mountpoint, log and staging folders under `dir`.
+fn writable_daemon(
+    store: &Path,
+    dir: &Path,
+    staging: &Path,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> (std::process::Child, PathBuf, PathBuf) {
+    let mountpoint = dir.join("mnt");
+    std::fs::create_dir_all(&mountpoint).expect("mkdir");
+    let log = dir.join(format!("zarrfs-{}.log", std::process::id()));
+    let mut command = std::process::Command::new(common::zarrfs());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut args = vec![
+        "--writable",
+        "--write-staging",
+        staging.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    let mut child =
+        common::mount::spawn_foreground(command, store, &mountpoint, &args, &log).expect("spawn");
+    let up = common::mount::wait_for(std::time::Duration::from_secs(20), || {
+        common::mount::mounted(&mountpoint) || child.try_wait().ok().flatten().is_some()
+    });
+    assert!(
+        up && common::mount::mounted(&mountpoint),
+        "no mount: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    (child, mountpoint, log)
+}
+
+/// Unmount `mountpoint` even when its daemon is gone (`umount -l` of a dead connection).
+fn force_unmount(mountpoint: &Path) {
+    if common::mount::mounted(mountpoint) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(mountpoint)
+            .status();
+    }
+}
+
+#[test]
+fn a_daemon_killed_in_a_commit_leaves_every_chunk_old_or_new_and_its_staging_is_reported() {
+    let m = Manifest::load();
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    // 20 x 30 int32 in 8 x 16 chunks: a rewrite of the whole file puts 6 chunks.
+    for kill_after in [0u32, 2, 5] {
+        let tmp = TempDir::new("write-killed");
+        let store = tmp.path().join("v3");
+        copy_dir(&m.store_dir("v3"), &store);
+        let save = tmp.path().join("zstd_3");
+        let spec = json!({"stores": [&store], "arrays": [{
+            "store": &store, "path": "codecs/zstd_3", "order": "C", "endian": "little",
+            "seed": kill_after, "whole": true, "save": &save,
+        }]});
+        let spec_path = tmp.path().join("spec.json");
+        let plan_path = tmp.path().join("plan.json");
+        std::fs::write(&spec_path, spec.to_string()).expect("spec");
+        check_written(
+            &zarr3,
+            &[
+                "plan".as_ref(),
+                spec_path.as_os_str(),
+                plan_path.as_os_str(),
+            ],
+        );
+        let plan: Value =
+            serde_json::from_slice(&std::fs::read(&plan_path).expect("plan")).expect("json");
+        let w = &plan["arrays"][0]["writes"][0];
+        let staging = tmp.path().join("staging");
+        let fault = format!("kill-after-puts:{kill_after}");
+        let (mut child, mountpoint, log) = writable_daemon(
+            &store,
+            tmp.path(),
+            &staging,
+            &[("ZARRFS_FAULT", &fault)],
+            &[],
+        );
+        let file = mountpoint.join("codecs/zstd_3");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .expect("open");
+        f.write_all_at(&hex(w[1].as_str().expect("hex")), 0)
+            .expect("pwrite");
+        // The close commits, and the daemon dies in it: the close fails.
+        let closed = f.sync_all();
+        drop(f);
+        let exited = common::mount::wait_exit(&mut child, std::time::Duration::from_secs(20));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            closed.is_err(),
+            "kill after {kill_after}: the commit returned: {text}"
+        );
+        assert!(
+            exited.is_some(),
+            "kill after {kill_after}: the daemon lives on: {text}"
+        );
+        force_unmount(&mountpoint);
+        let out = check_written(&zarr3, &["torn".as_ref(), plan_path.as_os_str()]);
+        assert!(
+            out.contains(" 0 failures"),
+            "kill after {kill_after}: {out}"
+        );
+        assert!(
+            out.contains(&format!("{kill_after} new")),
+            "kill after {kill_after}: {out}"
+        );
+        // The next mount with the same staging folder names what was never committed.
+        let (mut child, mountpoint, log) = writable_daemon(&store, tmp.path(), &staging, &[], &[]);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let reported = text
+            .lines()
+            .filter(|l| l.contains("never committed") && l.contains("/codecs/zstd_3"))
+            .count();
+        force_unmount(&mountpoint);
+        let _ = common::mount::wait_exit(&mut child, std::time::Duration::from_secs(20));
+        assert_eq!(reported, 1, "{text}");
+    }
+}
+
+#[test]
+fn a_second_writer_of_an_array_waits_for_the_first_or_fails_with_ebusy() {
+    let m = Manifest::load();
+    let tmp = TempDir::new("write-busy");
+    let store = tmp.path().join("v3");
+    copy_dir(&m.store_dir("v3"), &store);
+    let staging = tmp.path().join("staging");
+    let mount = Mount::new(
+        &store,
+        &[
+            "--writable",
+            "--write-staging",
+            staging.to_str().expect("utf-8"),
+            "--write-wait",
+            "1s",
+        ],
+    );
+    let file = mount.path("codecs/zstd_3");
+    let open = |f: &Path| std::fs::OpenOptions::new().write(true).open(f);
+    let first = open(&file).expect("first writer");
+    let started = std::time::Instant::now();
+    let e = open(&file).expect_err("a second writer while the first is open");
+    assert_eq!(e.raw_os_error(), Some(libc::EBUSY), "{e}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+    // Another array is not held up, nor are readers of this one.
+    drop(open(&mount.path("codecs/gzip_1")).expect("a writer of another array"));
+    assert_eq!(std::fs::read(&file).expect("a reader").len(), 2400);
+    let waiter = {
+        let file = file.clone();
+        std::thread::spawn(move || open(&file).map(drop))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    drop(first);
+    waiter
+        .join()
+        .expect("join")
+        .expect("the waiting writer opens once the first closes");
+}
+
+#[test]
+fn a_full_staging_folder_fails_the_write_with_enospc() {
+    let m = Manifest::load();
+    let tmp = TempDir::new("write-full");
+    let store = tmp.path().join("v3_large");
+    copy_dir(&m.store_dir("v3_large"), &store);
+    let staging = tmp.path().join("staging");
+    std::fs::create_dir_all(&staging).expect("mkdir");
+    let status = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&staging)
+        .status()
+        .expect("mount tmpfs");
+    assert!(
+        status.success(),
+        "mount a 64 KiB tmpfs (the tests run as root)"
+    );
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _tmpfs = Unmount(staging.clone());
+    let before = std::fs::read(store.join("field/zarr.json")).expect("metadata");
+    let mount = Mount::new(
+        &store,
+        &[
+            "--writable",
+            "--write-staging",
+            staging.to_str().expect("utf-8"),
+        ],
+    );
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mount.path("field"))
+        .expect("open");
+    let e = f
+        .write_all_at(&vec![7u8; 1 << 20], 0)
+        .expect_err("1 MiB into 64 KiB");
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+    drop(f);
+    let log = mount.log();
+    drop(mount);
+    assert!(log.contains("no space left for staged writes"), "{log}");
+    assert_eq!(
+        std::fs::read(store.join("field/zarr.json")).expect("metadata"),
+        before
+    );
+}
+
+#[test]
+fn a_shared_writable_mmap_of_numpy_is_committed_and_read_by_zarr_python() {
+    let m = Manifest::load();
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    let tmp = TempDir::new("write-mmap");
+    let store = tmp.path().join("v3");
+    copy_dir(&m.store_dir("v3"), &store);
+    let staging = tmp.path().join("staging");
+    let old = tmp.path().join("old.npy");
+    let code = "import sys, numpy as np, zarr\n\
+                z = zarr.open_array(store=sys.argv[1], path='codecs/zstd_3', mode='r')\n\
+                np.save(sys.argv[2], z[...])";
+    common::run_python(&zarr3, "save", code, [store.as_os_str(), old.as_os_str()]);
+    let mount = Mount::new(
+        &store,
+        &[
+            "--writable",
+            "--write-staging",
+            staging.to_str().expect("utf-8"),
+        ],
+    );
+    let code = "import sys, numpy as np\n\
+                m = np.memmap(sys.argv[1], dtype='<i4', mode='r+', shape=(20, 30))\n\
+                m[3, :] = 42\n\
+                m[:, 17] = -7\n\
+                m.flush()\n\
+                del m";
+    let file = mount.path("codecs/zstd_3");
+    common::run_python(&zarr3, "memmap", code, [file.as_os_str()]);
+    drop(mount);
+    let code = "import sys, numpy as np, zarr\n\
+                want = np.load(sys.argv[2])\n\
+                want[3, :] = 42\n\
+                want[:, 17] = -7\n\
+                got = zarr.open_array(store=sys.argv[1], path='codecs/zstd_3', mode='r')[...]\n\
+                print('same' if np.array_equal(got, want) else 'differs')";
+    let out = common::run_python(&zarr3, "check", code, [store.as_os_str(), old.as_os_str()]);
+    assert_eq!(out.trim(), "same");
+}
+
+#[test]
+fn inspect_says_which_arrays_a_writable_mount_takes_writes_to() {
+    let m = Manifest::load();
+    let inspect = |store: &Path| -> Vec<Value> {
+        let out = std::process::Command::new(common::zarrfs())
+            .arg("inspect")
+            .arg(store)
+            .arg("--json")
+            .output()
+            .expect("zarrfs inspect");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let nodes = inspect(&m.store_dir("v3"));
+    let of = |path: &str| {
+        nodes
+            .iter()
+            .find(|n| n["path"] == path)
+            .unwrap_or_else(|| panic!("{path} not listed"))["writable"]
+            .clone()
+    };
+    assert_eq!(of("/codecs/zstd_3"), json!(true));
+    assert_eq!(of("/sharding/end_crc32c"), json!(true));
+    let vlen = fixed_or_vlen(&m, "v3", true);
+    assert_eq!(
+        of(&format!("/{vlen}")),
+        json!("no: variable-length elements")
+    );
+    let zip = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fixtures-zip/v3.zip");
+    let zipped = inspect(&zip);
+    let arrays: Vec<_> = zipped.iter().filter(|n| n["kind"] == "array").collect();
+    assert!(!arrays.is_empty());
+    for n in arrays {
+        assert_eq!(n["writable"], json!("no: the store takes no writes"), "{n}");
+    }
+}
+
+/// The path of an array of `store` with variable-length elements (`vlen`) or not.
+fn fixed_or_vlen(m: &Manifest, store: &str, vlen: bool) -> String {
+    common::fixtures::arrays_of(m, store)
+        .into_iter()
+        .find(|a| a["vlen"] == vlen && !is_unsupported(a))
+        .and_then(|a| a["path"].as_str())
+        .expect("such an array")
+        .to_string()
+}

@@ -64,6 +64,7 @@ fn walk_fs(h: Hierarchy) {
         prefetch_threads: 1,
         views: "all".parse().unwrap_or_default(),
         staging: None,
+        write_wait: Default::default(),
     };
     let fs = ZarrFs::new(h, options, "store.zarr");
     let _ = fs.getattr(ROOT);

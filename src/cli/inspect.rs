@@ -1,5 +1,6 @@
 //! The description of a hierarchy that `zarrfs inspect` prints: every node with its
-//! kind and, for arrays, shape, data type, chunks, codecs, fill value and attributes.
+//! kind and, for arrays, shape, data type, chunks, codecs, fill value, attributes and
+//! whether a `--writable` mount takes writes to it.
 
 use serde_json::{json, Map, Value};
 
@@ -17,6 +18,10 @@ fn node_json(h: &Hierarchy, path: &str, kind: NodeKind) -> Value {
             if let Value::Object(a) = describe_array(h, &meta) {
                 o.extend(a);
             }
+            match crate::write::writable(h.store().as_ref(), &meta) {
+                Ok(()) => o.insert("writable".into(), json!(true)),
+                Err(why) => o.insert("writable".into(), json!(format!("no: {why}"))),
+            };
         }
         Ok(Node::Group(g)) => {
             o.insert("attributes".into(), Value::Object(g.attributes));
@@ -97,6 +102,11 @@ pub fn describe(node: &Value) -> String {
         line.push_str(&format!("\n    data_type: {}", s("data_type")));
         line.push_str(&format!("\n    codecs: {}", s("codecs")));
         line.push_str(&format!("\n    fill_value: {}", s("fill_value")));
+        match node.get("writable") {
+            Some(Value::Bool(true)) => line.push_str("\n    writable: yes (with --writable)"),
+            Some(Value::String(why)) => line.push_str(&format!("\n    writable: {why}")),
+            _ => {}
+        }
     }
     if let Some(e) = node.get("error") {
         line.push_str(&format!("\n    error: {}", e.as_str().unwrap_or("")));

@@ -288,6 +288,10 @@ enum Command {
         /// the system's temporary folder).
         #[arg(long, value_name = "DIR")]
         write_staging: Option<PathBuf>,
+        /// How long an open for writing waits for another writer of the same array to
+        /// close it before it fails with EBUSY (10s, 500ms, 0).
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        write_wait: std::time::Duration,
         #[command(flatten)]
         log: logging::LogArgs,
         /// FUSE options (allow_other, allow_root, default_permissions, ...), store
@@ -492,6 +496,7 @@ fn run(cli: Cli) -> Result<()> {
             no_watch,
             writable,
             write_staging,
+            write_wait,
             log: _,
             options,
         } => {
@@ -512,6 +517,7 @@ fn run(cli: Cli) -> Result<()> {
                     views,
                     staging: writable
                         .then(|| write_staging.unwrap_or_else(crate::write::default_staging)),
+                    write_wait,
                 },
                 threads,
                 io,

@@ -130,8 +130,8 @@ impl FuseAdapter {
         if !self.serving.fs().writable() {
             return reply.error(Errno::EROFS);
         }
-        self.serving.meta(move |s| {
-            reply!(reply, "open", s.open_write(ino.0), |fh| reply
+        self.serving.open_write(ino.0, move |opened| {
+            reply!(reply, "open", opened, |fh| reply
                 .opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO))
         })
     }

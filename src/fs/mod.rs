@@ -90,6 +90,8 @@ pub struct FsOptions {
     pub views: FormatSet,
     /// Where a writable mount stages writes (`--writable`); `None`: read-only.
     pub staging: Option<std::path::PathBuf>,
+    /// How long an open for writing waits for another writer of the same array.
+    pub write_wait: Duration,
 }
 
 /// A mounted hierarchy.

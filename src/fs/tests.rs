@@ -32,6 +32,7 @@ fn fs_with_views(dir: &std::path::Path, order: Order, big_endian: bool, views: &
         prefetch_threads: 1,
         views: views.parse().unwrap(),
         staging: None,
+        write_wait: Default::default(),
     };
     ZarrFs::new(Hierarchy::open(store).unwrap(), options, "t.zarr")
 }
@@ -444,6 +445,7 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
         prefetch_threads: 1,
         views: "tiff".parse().unwrap(),
         staging: None,
+        write_wait: Default::default(),
     };
     let fs = ZarrFs::new(Hierarchy::open(Arc::new(store)).unwrap(), options, "t.zarr");
     assert_eq!(names(&fs, ROOT), [".group.json", ".huge.json", "huge.tif"]);
@@ -592,6 +594,7 @@ fn counted_fs(
         prefetch_threads,
         views: "raw".parse().unwrap(),
         staging: None,
+        write_wait: Default::default(),
     };
     let fs = ZarrFs::new(Hierarchy::open(store.clone()).unwrap(), options, "t.zarr");
     (store, fs)
@@ -797,6 +800,7 @@ fn a_file_read_again_after_a_change_is_a_new_inode_and_the_old_keeps_its_bytes()
         prefetch_threads: 1,
         views: "raw".parse().unwrap(),
         staging: None,
+        write_wait: Default::default(),
     };
     let fs = ZarrFs::new(hierarchy, options, "t.zarr");
     let group = fs.lookup(ROOT, "g").unwrap();
@@ -912,6 +916,7 @@ pub(super) fn demo_refreshing(
         prefetch_threads: 1,
         views: "raw,npy".parse().unwrap(),
         staging: None,
+        write_wait: Default::default(),
     };
     let hierarchy = Hierarchy::open(store).unwrap().with_refresh(refresh);
     (dir, ZarrFs::new(hierarchy, options, "t.zarr"))
@@ -974,6 +979,7 @@ fn a_number_renewed_shows_its_new_reading_and_an_open_file_keeps_another_inode()
         prefetch_threads: 1,
         views: "raw".parse().unwrap(),
         staging: None,
+        write_wait: Default::default(),
     };
     let fs = ZarrFs::new(hierarchy, options, "t.zarr");
     let first = fs.lookup(ROOT, "a").unwrap();
@@ -1025,6 +1031,7 @@ fn refreshing_fs(dir: &std::path::Path, interval: std::time::Duration) -> ZarrFs
         prefetch_threads: 1,
         views: "raw".parse().unwrap(),
         staging: None,
+        write_wait: Default::default(),
     };
     ZarrFs::new(hierarchy, options, "t.zarr")
 }

@@ -287,7 +287,7 @@ impl ZarrFs {
     /// The staging of a writable mount, from its options.
     pub(super) fn writes_of(options: &super::FsOptions) -> Option<Writes> {
         let dir = options.staging.as_ref()?;
-        match Writes::new(dir) {
+        match Writes::new(dir, options.write_wait) {
             Ok(w) => Some(w),
             Err(e) => {
                 log::error!("writes refused: the staging folder: {e}");

@@ -141,6 +141,7 @@ pub fn commit(
         // differ on what a missing one holds.
         if !meta.fill_json.is_null() && all_fill(&chunk, &fill) {
             if expected != Expected::Absent {
+                super::fault::before_put();
                 writer.delete(&key, &expected)?;
                 done.chunks_deleted += 1;
             }
@@ -149,6 +150,7 @@ pub fn commit(
         let encoded = chain
             .encode(UnitData::Fixed(chunk))
             .map_err(|e| e.at_key(&key))?;
+        super::fault::before_put();
         writer.put(&key, &encoded, &expected)?;
         done.chunks_put += 1;
         done.bytes_put += encoded.len() as u64;
@@ -158,10 +160,12 @@ pub fn commit(
         // chunks, so a reader never finds a shape whose chunks are not written yet.
         for key in reshape::chunks_past(meta, &shape) {
             if let Some(head) = store.head(&key)? {
+                super::fault::before_put();
                 writer.delete(&key, &Expected::At(head.version))?;
                 done.chunks_deleted += 1;
             }
         }
+        super::fault::before_put();
         reshape::rewrite_shape(meta, store, writer, &shape)?;
         done.shape = Some(shape);
     }

@@ -35,6 +35,10 @@ const META_THREADS: usize = 2;
 /// reads never wait behind them.
 const WRITE_THREADS: usize = 2;
 
+/// Threads opening files for writing (an open may wait for another writer's close,
+/// whose commit runs on the write threads).
+const WRITE_OPEN_THREADS: usize = 4;
+
 /// Read workers beyond the reads one file may have in flight: a file whose reads hang on
 /// its store never holds up the reads of other files.
 const SPARE_READ_THREADS: usize = 2;
@@ -57,6 +61,7 @@ pub struct Serving<Id> {
     reads: Arc<FairPool>,
     meta: Pool,
     writes: Pool,
+    write_opens: Pool,
     faults: Faults,
 }
 
@@ -79,6 +84,7 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
             reads: FairPool::new(threads + SPARE_READ_THREADS, threads, "read"),
             meta: Pool::new(META_THREADS, "lookup"),
             writes: Pool::new(WRITE_THREADS, "write"),
+            write_opens: Pool::new(WRITE_OPEN_THREADS, "write-open"),
             faults: Faults::from_env(),
         })
     }
@@ -158,12 +164,22 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
         self.io.release(ino);
     }
 
-    /// Open `ino` for writing (see [`ZarrFs::open_write`]): read direct, so that every
-    /// write and read of the handle reaches the daemon. The handle's number.
-    pub fn open_write(&self, ino: u64) -> Result<u64> {
-        let fh = self.fs.open_write(ino)?;
-        self.io.open(ino, false, false);
-        Ok(fh)
+    /// Open `ino` for writing (see [`ZarrFs::open_write`]), on a pool of its own (it
+    /// may wait for another writer of the array): read direct, so that every write and read
+    /// of the handle reaches the daemon. `answer` gets the handle's number.
+    pub fn open_write(
+        self: &Arc<Self>,
+        ino: u64,
+        answer: impl FnOnce(Result<u64>) + Send + 'static,
+    ) {
+        let me = self.clone();
+        self.write_opens.run(move || {
+            let opened = me.fs.open_write(ino);
+            if opened.is_ok() {
+                me.io.open(ino, false, false);
+            }
+            answer(opened)
+        });
     }
 
     /// Stage `data` at `offset` of writer `fh`, on the write pool; `answer` gets the bytes
