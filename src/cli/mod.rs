@@ -228,7 +228,8 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         data_file: Option<String>,
     },
-    /// Mount a store: groups become directories, arrays flat read-only files. Also
+    /// Mount a store: groups become directories, arrays flat files (read-only unless
+    /// --writable). Also
     /// `zarrfs STORE MOUNTPOINT -o OPTIONS` (what mount(8) runs for fuse.zarrfs): every
     /// flag is an -o option too (cache_size=2GiB), mount(8)/fstab options are ignored.
     Mount {
