@@ -229,9 +229,9 @@ enum Command {
         data_file: Option<String>,
     },
     /// Mount a store: groups become directories, arrays flat files (read-only unless
-    /// --writable). Also
-    /// `zarrfs STORE MOUNTPOINT -o OPTIONS` (what mount(8) runs for fuse.zarrfs): every
-    /// flag is an -o option too (cache_size=2GiB), mount(8)/fstab options are ignored.
+    /// --writable). Also `zarrfs STORE MOUNTPOINT -o OPTIONS` (what mount(8) runs for
+    /// fuse.zarrfs): every flag is an -o option too (cache_size=2GiB), mount(8)/fstab
+    /// options are ignored.
     Mount {
         /// A folder, s3://, gs://, az://, http(s):// URL, a .zip at any of them, or a kerchunk
         /// reference set (JSON file).
