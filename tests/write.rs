@@ -735,3 +735,91 @@ fn fixed_or_vlen(m: &Manifest, store: &str, vlen: bool) -> String {
         .expect("such an array")
         .to_string()
 }
+
+#[test]
+fn zarrfs_write_writes_a_whole_array_from_a_file_or_stdin_read_back_by_zarr_python() {
+    let m = Manifest::load();
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    let tmp = TempDir::new("write-cli");
+    for store in ["v3", "v2"] {
+        copy_dir(&m.store_dir(store), &tmp.path().join(store));
+    }
+    // The new contents, drawn by numpy: 25 rows for a 20-row C array (from a file), and
+    // 5 of 9 columns of an F array, big-endian (from stdin).
+    let code = "import sys, numpy as np\n\
+                a = (np.arange(25 * 30) * 3 - 7).astype('<i4').reshape(25, 30)\n\
+                np.save(sys.argv[1] + '/a.npy', a)\n\
+                open(sys.argv[1] + '/a.raw', 'wb').write(a.tobytes())\n\
+                b = (np.arange(7 * 5) * -11 + 5).astype('<i4').reshape(7, 5)\n\
+                np.save(sys.argv[1] + '/b.npy', b)\n\
+                open(sys.argv[1] + '/b.raw', 'wb').write(b.astype('>i4').tobytes(order='F'))";
+    common::run_python(&zarr3, "inputs", code, [tmp.path().as_os_str()]);
+    let zarrfs = |args: &[&std::ffi::OsStr], stdin: Option<&Path>| {
+        let mut c = std::process::Command::new(common::zarrfs());
+        c.arg("write").args(args);
+        if let Some(file) = stdin {
+            c.stdin(std::fs::File::open(file).expect("stdin"));
+        }
+        c.output().expect("zarrfs write")
+    };
+    let staging = tmp.path().join("staging");
+    let out = zarrfs(
+        &[
+            tmp.path().join("v3").as_os_str(),
+            "codecs/zstd_3".as_ref(),
+            "--from".as_ref(),
+            tmp.path().join("a.raw").as_os_str(),
+            "--write-staging".as_ref(),
+            staging.as_os_str(),
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shape [25, 30]"));
+    let out = zarrfs(
+        &[
+            tmp.path().join("v2").as_os_str(),
+            "order/F_2d".as_ref(),
+            "--order".as_ref(),
+            "F".as_ref(),
+            "--endian".as_ref(),
+            "big".as_ref(),
+        ],
+        Some(&tmp.path().join("b.raw")),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!staging.exists(), "the staging folder is removed");
+    let code = "import sys, numpy as np, zarr\n\
+                d = sys.argv[1]\n\
+                a = zarr.open_array(store=d + '/v3', path='codecs/zstd_3', mode='r')[...]\n\
+                b = zarr.open_array(store=d + '/v2', path='order/F_2d', mode='r')[...]\n\
+                ok = np.array_equal(a, np.load(d + '/a.npy')) and np.array_equal(b, np.load(d + '/b.npy'))\n\
+                print('same' if ok else f'differs {a.shape} {b.shape}')";
+    let out_py = common::run_python(&zarr3, "check", code, [tmp.path().as_os_str()]);
+    assert_eq!(out_py.trim(), "same");
+    // A zip archive takes no writes: nothing is written, and the reason is given.
+    let zip = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fixtures-zip/v3.zip");
+    let out = zarrfs(
+        &[
+            zip.as_os_str(),
+            "codecs/zstd_3".as_ref(),
+            "--from".as_ref(),
+            tmp.path().join("a.raw").as_os_str(),
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the store takes no writes"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

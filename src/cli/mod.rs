@@ -7,6 +7,7 @@ pub mod inspect;
 mod progress;
 mod refresh;
 mod values;
+mod write;
 
 use std::io::{BufWriter, Write};
 use std::os::fd::AsFd;
@@ -227,6 +228,20 @@ enum Command {
         /// The raw file the header points at (default: the array's name).
         #[arg(long, value_name = "NAME")]
         data_file: Option<String>,
+    },
+    /// Write a whole array from its flat bytes (stdin, or --from FILE) through the same
+    /// staging and commit a --writable mount uses: the input's size, in whole rows of the
+    /// slowest axis, sets its shape (local folder stores).
+    Write {
+        #[command(flatten)]
+        array: ArrayArgs,
+        /// Read the bytes from FILE instead of stdin.
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// Where the input is staged before it is committed (default: a private folder
+        /// under the system's temporary folder).
+        #[arg(long, value_name = "DIR")]
+        write_staging: Option<PathBuf>,
     },
     /// Mount a store: groups become directories, arrays flat files (read-only unless
     /// --writable). Also `zarrfs STORE MOUNTPOINT -o OPTIONS` (what mount(8) runs for
@@ -563,6 +578,24 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
             out.flush().map_err(output_error)
+        }
+        Command::Write {
+            array,
+            from,
+            write_staging,
+        } => {
+            let h = array.hierarchy()?;
+            let staging = write_staging.unwrap_or_else(crate::write::default_staging);
+            let mut input: Box<dyn std::io::Read> = match &from {
+                Some(file) => Box::new(std::fs::File::open(file).map_err(|source| Error::Io {
+                    key: file.display().to_string(),
+                    source,
+                })?),
+                None => Box::new(std::io::stdin().lock()),
+            };
+            let line = write::write(&h, &array.path, array.layout(), &mut input, &staging)?;
+            eprintln!("{line}");
+            Ok(())
         }
         Command::Inspect {
             store,

@@ -32,6 +32,45 @@ pub struct Committed {
     pub shape: Option<Vec<u64>>,
 }
 
+/// Put chunk `chunk` (decoded) at `key`, encoded, on the condition `expected`; or
+/// delete it when it is all fill value (`fill`), unless the fill value is `null` (a v2
+/// array with none: readers differ on what a missing chunk holds, so it is kept).
+fn put_or_delete(
+    chain: &CodecChain,
+    writer: &dyn Writer,
+    (key, expected): (&str, Expected),
+    chunk: Vec<u8>,
+    (fill, null_fill): (&[u8], bool),
+    done: &mut Committed,
+) -> Result<()> {
+    if !null_fill && all_fill(&chunk, fill) {
+        if expected != Expected::Absent {
+            super::fault::before_put();
+            writer.delete(key, &expected)?;
+            done.chunks_deleted += 1;
+        }
+        return Ok(());
+    }
+    let encoded = chain
+        .encode(UnitData::Fixed(chunk))
+        .map_err(|e| e.at_key(key))?;
+    super::fault::before_put();
+    writer.put(key, &encoded, &expected)?;
+    done.chunks_put += 1;
+    done.bytes_put += encoded.len() as u64;
+    Ok(())
+}
+
+/// Whether every file byte of chunk `u` inside the array was written (staged).
+fn fully_written(geometry: &Geometry, u: &[u64], item: u64, staged: &Staged) -> Result<bool> {
+    let mut whole = true;
+    geometry.unit_runs(u, crate::read::geometry::Order::C, |e, run| {
+        whole = whole && staged.covers(e * item..(e + run.len) * item);
+        Ok(())
+    })?;
+    Ok(whole)
+}
+
 /// The array's codec chain for whole stored chunks, checked to encode: a chain with a
 /// codec zarrfs cannot encode makes the array unwritable.
 pub fn encoder(meta: &ArrayMetadata) -> Result<CodecChain> {
@@ -122,6 +161,24 @@ pub fn commit(
     };
     for u in chunks {
         let key = meta.chunk_key(&u);
+        // A chunk written whole is not read (only its version is asked for).
+        if fully_written(&geometry, &u, item as u64, staged)? {
+            let expected = match store.head(&key)? {
+                Some(head) => Expected::At(head.version),
+                None => Expected::Absent,
+            };
+            let mut chunk = repr.filled()?.into_fixed()?;
+            patch_chunk(&geometry, &u, &element, &ranges, &read_staged, &mut chunk)?;
+            put_or_delete(
+                &chain,
+                writer,
+                (&key, expected),
+                chunk,
+                (&fill, meta.fill_json.is_null()),
+                &mut done,
+            )?;
+            continue;
+        }
         let (mut chunk, expected) = match store.read(&key, None)? {
             Some(value) => {
                 let data = chain.decode(value.bytes).map_err(|e| e.at_key(&key))?;
@@ -137,23 +194,14 @@ pub fn commit(
             return Err(Error::corrupt(&key, "decoded chunk has the wrong size"));
         }
         patch_chunk(&geometry, &u, &element, &ranges, &read_staged, &mut chunk)?;
-        // A chunk of a v2 array with no fill value (`null`) is never deleted: readers
-        // differ on what a missing one holds.
-        if !meta.fill_json.is_null() && all_fill(&chunk, &fill) {
-            if expected != Expected::Absent {
-                super::fault::before_put();
-                writer.delete(&key, &expected)?;
-                done.chunks_deleted += 1;
-            }
-            continue;
-        }
-        let encoded = chain
-            .encode(UnitData::Fixed(chunk))
-            .map_err(|e| e.at_key(&key))?;
-        super::fault::before_put();
-        writer.put(&key, &encoded, &expected)?;
-        done.chunks_put += 1;
-        done.bytes_put += encoded.len() as u64;
+        put_or_delete(
+            &chain,
+            writer,
+            (&key, expected),
+            chunk,
+            (&fill, meta.fill_json.is_null()),
+            &mut done,
+        )?;
     }
     if shape != meta.shape {
         // A shrink drops the chunks wholly past the new end; the document follows the
