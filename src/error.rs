@@ -62,6 +62,12 @@ pub enum Error {
     /// A size or offset a write cannot have (not a whole number of rows, past the end).
     #[error("{0}")]
     BadWrite(String),
+    /// A node to be made is there already.
+    #[error("{0}: exists")]
+    Exists(String),
+    /// A group to be removed still has nodes in it.
+    #[error("{0}: not empty")]
+    NotEmpty(String),
     /// Another writer has the array open, longer than `--write-wait`.
     #[error("{0}: another writer has it open")]
     Busy(String),
@@ -168,6 +174,8 @@ impl Error {
             Error::NoSpace { .. } => libc::ENOSPC,
             Error::BadWrite(_) => libc::EINVAL,
             Error::Busy(_) => libc::EBUSY,
+            Error::Exists(_) => libc::EEXIST,
+            Error::NotEmpty(_) => libc::ENOTEMPTY,
             Error::Invalid(_) => libc::EINVAL,
             Error::NoAttribute => libc::ENODATA,
             _ => libc::EIO,

@@ -823,3 +823,70 @@ fn zarrfs_write_writes_a_whole_array_from_a_file_or_stdin_read_back_by_zarr_pyth
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn mkdir_makes_a_group_rmdir_removes_an_empty_one_and_rm_removes_an_array_seen_by_zarr_python() {
+    let m = Manifest::load();
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    let tmp = TempDir::new("write-nodes");
+    for store in ["v3", "v2"] {
+        let dir = tmp.path().join(store);
+        copy_dir(&m.store_dir(store), &dir);
+        let staging = tmp.path().join(format!("staging-{store}"));
+        let mount = Mount::new(
+            &dir,
+            &[
+                "--writable",
+                "--write-staging",
+                staging.to_str().expect("utf-8"),
+            ],
+        );
+        std::fs::create_dir(mount.path("made")).expect("mkdir");
+        std::fs::create_dir(mount.path("made/inner")).expect("mkdir in the new group");
+        assert!(mount.path("made/inner").is_dir());
+        let e = std::fs::create_dir(mount.path("made")).expect_err("mkdir of an existing group");
+        assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "{e}");
+        let e = std::fs::remove_dir(mount.path("made"))
+            .expect_err("rmdir of a group with a group in it");
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTEMPTY), "{e}");
+        std::fs::create_dir(mount.path("gone")).expect("mkdir");
+        std::fs::remove_dir(mount.path("gone")).expect("rmdir of an empty group");
+        assert!(!mount.path("gone").exists());
+        // rm of an array's file removes the array, its chunks first.
+        let doomed = if store == "v3" {
+            "codecs/gzip_1"
+        } else {
+            "compressors/zlib"
+        };
+        assert!(mount.path(doomed).is_file(), "{store}: {doomed}");
+        std::fs::remove_file(mount.path(doomed)).expect("rm an array");
+        assert!(!mount.path(doomed).exists());
+        let (folder, leaf) = doomed.split_once('/').expect("a path in a group");
+        let names: Vec<String> = std::fs::read_dir(mount.path(folder))
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n == leaf), "{names:?}");
+        assert!(names.len() > 3, "the other arrays stay: {names:?}");
+        let e = std::fs::remove_file(mount.path("made")).expect_err("rm of a group");
+        assert!(
+            matches!(e.raw_os_error(), Some(libc::EISDIR) | Some(libc::EROFS)),
+            "{e}"
+        );
+        drop(mount);
+        assert!(
+            !dir.join(doomed).exists(),
+            "{store}: the array's folder is gone"
+        );
+        let code = "import sys, zarr\n\
+                    g = zarr.open_group(store=sys.argv[1], mode='r')\n\
+                    folder, leaf = sys.argv[2].split('/')\n\
+                    print(sorted(g['made'].group_keys()), 'gone' in g, leaf in g[folder], len(list(g[folder].array_keys())) > 3)";
+        let out = common::run_python(&zarr3, "check", code, [dir.as_os_str(), doomed.as_ref()]);
+        assert_eq!(out.trim(), "['inner'] False False True", "{store}");
+    }
+    // A read-only mount makes nothing.
+    let mount = Mount::new(&tmp.path().join("v3"), &[]);
+    let e = std::fs::create_dir(mount.path("nope")).expect_err("mkdir on a read-only mount");
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+}

@@ -152,6 +152,26 @@ impl FuseAdapter {
         })
     }
 
+    /// Remove the node `name` of `parent` (`rmdir` a group, `unlink` an array's file),
+    /// then have the kernel drop what it holds of its files (the kernel holds the
+    /// directory's lock until the answer, so their names go after it).
+    fn remove(&self, op: &'static str, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if !self.serving.fs().writable() {
+            return reply.error(Errno::EROFS);
+        }
+        let name = name.to_string_lossy().into_owned();
+        let kernel = self.kernel.clone();
+        self.serving.change_nodes(move |fs| {
+            let removed = match op {
+                "rmdir" => fs.rmdir(parent.0, &name),
+                _ => fs.unlink(parent.0, &name),
+            };
+            reply!(reply, op, removed, |inodes| {
+                kernel.refreshed(&inodes, || fs.names_of(&inodes), || reply.ok())
+            })
+        })
+    }
+
     /// Run `job` with the filesystem on the metadata pool.
     fn meta(&self, job: impl FnOnce(&ZarrFs, Owner) + Send + 'static) {
         let owner = self.owner;
@@ -469,6 +489,40 @@ impl Filesystem for FuseAdapter {
         })
     }
 
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        if !self.serving.fs().writable() {
+            return reply.error(Errno::EROFS);
+        }
+        let name = name.to_string_lossy().into_owned();
+        let owner = self.owner;
+        self.serving.change_nodes(move |fs| {
+            reply!(reply, "mkdir", fs.mkdir(parent.0, &name), |found| {
+                let ttl = fs.entry_ttl(found.attr.ino);
+                reply.entry(
+                    &ttl,
+                    &owner.attr(&found.attr),
+                    Generation(found.attr.generation),
+                )
+            })
+        })
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove("rmdir", parent, name, reply)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove("unlink", parent, name, reply)
+    }
+
     // The kernel checks permissions itself.
     answer_ok! {
         fn fsyncdir(_ino: INodeNo, _fh: FileHandle, _datasync: bool);
@@ -505,9 +559,6 @@ impl Filesystem for FuseAdapter {
 
     read_only! {
         fn mknod(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32) -> ReplyEntry;
-        fn mkdir(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32) -> ReplyEntry;
-        fn unlink(_parent: INodeNo, _name: &OsStr) -> ReplyEmpty;
-        fn rmdir(_parent: INodeNo, _name: &OsStr) -> ReplyEmpty;
         fn symlink(_parent: INodeNo, _name: &OsStr, _link: &std::path::Path) -> ReplyEntry;
         fn rename(
             _parent: INodeNo, _name: &OsStr, _newparent: INodeNo, _newname: &OsStr,

@@ -187,6 +187,12 @@ impl Inodes {
             .copied()
     }
 
+    /// `name` in `parent` stands for nothing now (its node was removed): its inode lives
+    /// on, nameless, until the kernel forgets it.
+    pub fn unname(&self, parent: u64, name: &str) {
+        self.by_name.write().remove(&(parent, name.to_string()));
+    }
+
     /// The inode of `name` in `parent`, created for `node` at `reading` (of the parent's
     /// tree) when new, when the name stood for another node (an array that became a
     /// group) or for another reading of a file: the old inode then lives on, nameless,

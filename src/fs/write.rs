@@ -296,3 +296,96 @@ impl ZarrFs {
         }
     }
 }
+
+impl ZarrFs {
+    /// What makes or removes nodes: the store's writer, where nodes can change.
+    fn node_writer(&self, what: &str) -> Result<std::sync::Arc<dyn crate::store::write::Writer>> {
+        if let Some(e) = self.write_refused(what) {
+            return Err(e);
+        }
+        if let Some(why) = crate::write::nodes::cannot_change_nodes(&self.hierarchy) {
+            return Err(Error::NotWritable {
+                key: what.to_string(),
+                reason: why.into(),
+            });
+        }
+        self.hierarchy.store().writer().ok_or(Error::ReadOnly)
+    }
+
+    /// The node path of `name` in directory `parent`, checked to be a plain name.
+    fn child_path(&self, parent: u64, name: &str) -> Result<String> {
+        let dir = self.dir_path(parent)?;
+        if name.is_empty() || name.contains(['/', '\0', '\\']) || name.starts_with('.') {
+            return Err(Error::Invalid(format!("{name:?}: not a node name")));
+        }
+        Ok(crate::hierarchy::join(&dir, name))
+    }
+
+    /// Make group `name` in directory `parent` (`mkdir`): the new directory, looked up.
+    pub fn mkdir(&self, parent: u64, name: &str) -> Result<super::Lookup> {
+        let path = self.child_path(parent, name)?;
+        let writer = self.node_writer(&format!("/{path}"))?;
+        if self.hierarchy.kind_of(&path).is_some() {
+            return Err(Error::Exists(format!("/{path}")));
+        }
+        crate::write::nodes::make_group(&self.hierarchy, writer.as_ref(), &path)?;
+        log::info!("/{path}: group made");
+        self.refresh_path(&self.dir_path(parent)?)?;
+        self.lookup_entry(parent, name)
+    }
+
+    /// Remove the empty group `name` of directory `parent` (`rmdir`). The inodes whose
+    /// attributes and names the kernel is to drop.
+    pub fn rmdir(&self, parent: u64, name: &str) -> Result<Vec<u64>> {
+        let path = self.child_path(parent, name)?;
+        let writer = self.node_writer(&format!("/{path}"))?;
+        match self.hierarchy.kind_of(&path) {
+            Some(kind) if kind.is_group() => {}
+            Some(_) => return Err(Error::Invalid(format!("/{path}: not a group"))),
+            None => return Err(Error::NotFound(format!("/{path}"))),
+        }
+        crate::write::nodes::remove_group(&self.hierarchy, writer.as_ref(), &path)?;
+        log::info!("/{path}: group removed");
+        self.removed(parent, &path)
+    }
+
+    /// Remove the array whose raw file is `name` in directory `parent` (`rm`): its
+    /// chunks, then its documents. Refused while a writer has it open (`EBUSY`).
+    pub fn unlink(&self, parent: u64, name: &str) -> Result<Vec<u64>> {
+        let path = self.child_path(parent, name)?;
+        let writer = self.node_writer(&format!("/{path}"))?;
+        match self.hierarchy.kind_of(&path) {
+            Some(crate::hierarchy::NodeKind::Array) => {}
+            Some(_) => {
+                return Err(Error::NotWritable {
+                    key: format!("/{path}"),
+                    reason: "only an array's raw file is removed (rmdir removes a group)".into(),
+                })
+            }
+            None => {
+                return Err(Error::NotWritable {
+                    key: format!("/{path}"),
+                    reason: "only an array's raw file is removed".into(),
+                })
+            }
+        }
+        if self.writes.as_ref().and_then(|w| w.staged(&path)).is_some() {
+            return Err(Error::Busy(format!("/{path}")));
+        }
+        let keys = crate::write::nodes::remove_array(&self.hierarchy, writer.as_ref(), &path)?;
+        log::info!("/{path}: array removed ({keys} chunk keys)");
+        self.removed(parent, &path)
+    }
+
+    /// The node at `path` in directory `parent` is gone from the store: the parent and
+    /// the node are read again, and the inodes of its files are to be dropped.
+    fn removed(&self, parent: u64, path: &str) -> Result<Vec<u64>> {
+        let inodes = self.inodes.under(path);
+        // Its names (the array's views and sidecar beside it too) stand for nothing now.
+        for (dir, name) in self.names_of(&inodes) {
+            self.inodes.unname(dir, &name);
+        }
+        self.refresh_path(&self.dir_path(parent)?)?;
+        Ok(inodes)
+    }
+}

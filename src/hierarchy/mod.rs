@@ -227,6 +227,11 @@ impl Hierarchy {
         self.catalog.format_label()
     }
 
+    /// Whether nodes are read from consolidated metadata (a new node would not show).
+    pub fn is_consolidated(&self) -> bool {
+        self.catalog.is_consolidated()
+    }
+
     /// The kind of the node at `path`; `None` when there is none (or its name cannot be
     /// a store key). A node whose metadata cannot be read or used counts as an array, so
     /// that it is listed and its reads report why; it never fails its parent's listing.

@@ -186,6 +186,11 @@ impl ZarrCatalog {
         self.layout.label()
     }
 
+    /// Whether nodes are read from consolidated metadata.
+    pub fn is_consolidated(&self) -> bool {
+        self.consolidated().is_some()
+    }
+
     /// The store chunks are read from.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store

@@ -6,6 +6,7 @@
 
 pub mod commit;
 pub mod fault;
+pub mod nodes;
 pub mod patch;
 pub mod reshape;
 pub mod staged;

@@ -224,6 +224,12 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
         });
     }
 
+    /// Run `job` (a node made or removed) on the write pool.
+    pub fn change_nodes(self: &Arc<Self>, job: impl FnOnce(&ZarrFs) + Send + 'static) {
+        let me = self.clone();
+        self.writes.run(move || job(&me.fs));
+    }
+
     /// Commit what writer `fh` staged (a close or an `fsync`), on the write pool;
     /// `answer` gets the inodes whose cached attributes and pages are stale now.
     pub fn commit(

@@ -1,7 +1,8 @@
 //! Writing a local folder store: each value goes to a temporary file in its own folder,
 //! is synced, then renamed over the key (and the folder synced), so that a reader, and
 //! a crash at any moment, finds the whole old value or the whole new one. A value whose
-//! file changed since it was read (another size or modification time) is left alone.
+//! file changed since it was read (another size or modification time) is left alone. A
+//! delete removes the folders it leaves empty.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -114,10 +115,18 @@ impl Writer for FolderStore {
         let path = self.resolve(key)?;
         self.check(key, expected)?;
         match std::fs::remove_file(&path) {
-            Ok(()) => match path.parent() {
-                Some(dir) => sync_dir(key, dir),
-                None => Ok(()),
-            },
+            Ok(()) => {
+                // Folders left empty go too (up to the root): a removed node leaves
+                // nothing that would list as an implicit group.
+                let mut dir = path.parent();
+                while let Some(d) = dir.filter(|d| *d != self.root()) {
+                    if std::fs::remove_dir(d).is_err() {
+                        break;
+                    }
+                    dir = d.parent();
+                }
+                sync_dir(key, dir.unwrap_or(self.root()))
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_err(key, e)),
         }
