@@ -283,6 +283,7 @@ fn stat_of_a_text_array_of_billions_of_missing_chunks_fails_at_once() {
         views: Default::default(),
         staging: None,
         write_wait: Default::default(),
+        commit_message: None,
     };
     let fs = ZarrFs::new(h, options, "store.zarr");
     let started = std::time::Instant::now();

@@ -664,6 +664,7 @@ fn served_chunks_stay_in_the_decoded_cache_only_where_other_versions_are_shown()
             views: Default::default(),
             staging: None,
             write_wait: Default::default(),
+            commit_message: None,
         };
         let fs = ZarrFs::new(Hierarchy::open(store).expect("hierarchy"), options, "repo");
         let ino = fs.lookup(ROOT, "temperature").expect("lookup").ino;

@@ -890,3 +890,99 @@ fn mkdir_makes_a_group_rmdir_removes_an_empty_one_and_rm_removes_an_array_seen_b
     let e = std::fs::create_dir(mount.path("nope")).expect_err("mkdir on a read-only mount");
     assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
 }
+
+#[test]
+fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
+    let icechunk = venv_python("ZARRFS_ICECHUNK_PYTHON", "venv-icechunk");
+    let tmp = TempDir::new("write-icechunk");
+    let repo = tmp.path().join("repo");
+    // A repository with array `a` (8 x 6 int32 in 4 x 3 chunks, 0..48) on main, tagged v1.
+    let code = "import sys, numpy as np, zarr, icechunk\n\
+                repo = icechunk.Repository.create(icechunk.local_filesystem_storage(sys.argv[1]))\n\
+                s = repo.writable_session('main')\n\
+                a = zarr.create_array(store=s.store, name='a', shape=(8, 6), chunks=(4, 3), dtype='<i4', fill_value=0)\n\
+                a[:] = np.arange(48, dtype='<i4').reshape(8, 6)\n\
+                first = s.commit('made by icechunk')\n\
+                repo.create_tag('v1', snapshot_id=first)\n\
+                print(first)";
+    let first = common::run_python(&icechunk, "make", code, [repo.as_os_str()]);
+    let first = first.trim().to_string();
+    let staging = tmp.path().join("staging");
+    let mount = Mount::new(
+        &repo,
+        &[
+            "--writable",
+            "--write-staging",
+            staging.to_str().expect("utf-8"),
+            "--commit-message",
+            "from a test",
+        ],
+    );
+    let file = mount.path("a");
+    let write_at = |offset: u64, bytes: &[u8]| {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .expect("open");
+        f.write_all_at(bytes, offset).expect("pwrite");
+        // The close commits.
+        drop(f);
+    };
+    write_at(0, &1000i32.to_le_bytes());
+    write_at(47 * 4, &2000i32.to_le_bytes());
+    let rows: Vec<u8> = (0..12i32).flat_map(|v| (-v).to_le_bytes()).collect();
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("cat >> '{}'", file.display()))
+        .stdin({
+            let rows_file = tmp.path().join("rows.raw");
+            std::fs::write(&rows_file, &rows).expect("rows");
+            std::fs::File::open(rows_file).expect("rows")
+        })
+        .status()
+        .expect("cat");
+    assert!(status.success(), "{}", mount.log());
+    assert_eq!(std::fs::metadata(&file).expect("stat").len(), 10 * 6 * 4);
+    drop(mount);
+    // A tag stays read-only.
+    let tagged = Mount::new(
+        &repo,
+        &[
+            "--writable",
+            "--ref",
+            "v1",
+            "--write-staging",
+            staging.to_str().expect("utf-8"),
+        ],
+    );
+    let e = std::fs::OpenOptions::new()
+        .write(true)
+        .open(tagged.path("a"))
+        .expect_err("a tag opened for writing");
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    drop(tagged);
+    // Three commits on main after the first, each reading as the state after its close.
+    let code = "import sys, numpy as np, zarr, icechunk\n\
+                repo = icechunk.Repository.open(icechunk.local_filesystem_storage(sys.argv[1]))\n\
+                infos = list(repo.ancestry(branch='main'))\n\
+                want = np.arange(48, dtype='<i4').reshape(8, 6)\n\
+                states = []\n\
+                s1 = want.copy(); s1[0, 0] = 1000; states.append(s1)\n\
+                s2 = s1.copy(); s2[7, 5] = 2000; states.append(s2)\n\
+                s3 = np.concatenate([s2, -np.arange(12, dtype='<i4').reshape(2, 6)]); states.append(s3)\n\
+                new = list(reversed(infos[:3]))\n\
+                ok = [info.message.startswith('from a test: /a: ') for info in new]\n\
+                same = [np.array_equal(zarr.open_array(store=repo.readonly_session(snapshot_id=info.id).store, path='a', mode='r')[...], s) for info, s in zip(new, states)]\n\
+                print(len(infos), infos[3].id == sys.argv[2], ok, same)";
+    let out = common::run_python(
+        &icechunk,
+        "ancestry",
+        code,
+        [repo.as_os_str(), first.as_ref()],
+    );
+    assert_eq!(
+        out.trim(),
+        "5 True [True, True, True] [True, True, True]",
+        "(commits on main, the first kept, messages, states)"
+    );
+}

@@ -65,6 +65,7 @@ fn walk_fs(h: Hierarchy) {
         views: "all".parse().unwrap_or_default(),
         staging: None,
         write_wait: Default::default(),
+        commit_message: None,
     };
     let fs = ZarrFs::new(h, options, "store.zarr");
     let _ = fs.getattr(ROOT);

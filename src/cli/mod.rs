@@ -308,6 +308,10 @@ enum Command {
         /// close it before it fails with EBUSY (10s, 500ms, 0).
         #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
         write_wait: std::time::Duration,
+        /// What the message of each commit of a writable Icechunk branch starts with (the
+        /// file and its byte count follow).
+        #[arg(long, value_name = "TEXT")]
+        commit_message: Option<String>,
         #[command(flatten)]
         log: logging::LogArgs,
         /// FUSE options (allow_other, allow_root, default_permissions, ...), store
@@ -513,6 +517,7 @@ fn run(cli: Cli) -> Result<()> {
             writable,
             write_staging,
             write_wait,
+            commit_message,
             log: _,
             options,
         } => {
@@ -534,6 +539,7 @@ fn run(cli: Cli) -> Result<()> {
                     staging: writable
                         .then(|| write_staging.unwrap_or_else(crate::write::default_staging)),
                     write_wait,
+                    commit_message,
                 },
                 threads,
                 io,

@@ -52,7 +52,9 @@ pub fn write(
     }
     // Everything past the input goes: the input is the whole array.
     staged.set_size(offset)?;
-    let done = commit(&staged, &meta, store.as_ref(), writer.as_ref(), layout)?;
+    let mut change = writer.begin()?;
+    let done = commit(&staged, &meta, store.as_ref(), change.as_mut(), layout)?;
+    change.finish(&format!("zarrfs write: /{path}: {offset} bytes"))?;
     drop(staged);
     let _ = std::fs::remove_dir(staging);
     let shape = done.shape.unwrap_or_else(|| meta.shape.clone());

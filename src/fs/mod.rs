@@ -92,6 +92,8 @@ pub struct FsOptions {
     pub staging: Option<std::path::PathBuf>,
     /// How long an open for writing waits for another writer of the same array.
     pub write_wait: Duration,
+    /// What each commit's message starts with (`--commit-message`; default `zarrfs`).
+    pub commit_message: Option<String>,
 }
 
 /// A mounted hierarchy.
@@ -116,6 +118,8 @@ pub struct ZarrFs {
     per_inode: OnceLock<Weak<dyn PerInode>>,
     /// The staged writes of a writable mount.
     writes: Option<crate::write::Writes>,
+    /// What each commit's message starts with.
+    commit_prefix: String,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -174,6 +178,10 @@ impl ZarrFs {
             absent: Mutex::new(HashMap::new()),
             per_inode: OnceLock::new(),
             writes: Self::writes_of(&options),
+            commit_prefix: options
+                .commit_message
+                .clone()
+                .unwrap_or_else(|| "zarrfs".into()),
             hierarchy,
         }
     }

@@ -33,6 +33,7 @@ fn fs_with_views(dir: &std::path::Path, order: Order, big_endian: bool, views: &
         views: views.parse().unwrap(),
         staging: None,
         write_wait: Default::default(),
+        commit_message: None,
     };
     ZarrFs::new(Hierarchy::open(store).unwrap(), options, "t.zarr")
 }
@@ -446,6 +447,7 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
         views: "tiff".parse().unwrap(),
         staging: None,
         write_wait: Default::default(),
+        commit_message: None,
     };
     let fs = ZarrFs::new(Hierarchy::open(Arc::new(store)).unwrap(), options, "t.zarr");
     assert_eq!(names(&fs, ROOT), [".group.json", ".huge.json", "huge.tif"]);
@@ -595,6 +597,7 @@ fn counted_fs(
         views: "raw".parse().unwrap(),
         staging: None,
         write_wait: Default::default(),
+        commit_message: None,
     };
     let fs = ZarrFs::new(Hierarchy::open(store.clone()).unwrap(), options, "t.zarr");
     (store, fs)
@@ -801,6 +804,7 @@ fn a_file_read_again_after_a_change_is_a_new_inode_and_the_old_keeps_its_bytes()
         views: "raw".parse().unwrap(),
         staging: None,
         write_wait: Default::default(),
+        commit_message: None,
     };
     let fs = ZarrFs::new(hierarchy, options, "t.zarr");
     let group = fs.lookup(ROOT, "g").unwrap();
@@ -917,6 +921,7 @@ pub(super) fn demo_refreshing(
         views: "raw,npy".parse().unwrap(),
         staging: None,
         write_wait: Default::default(),
+        commit_message: None,
     };
     let hierarchy = Hierarchy::open(store).unwrap().with_refresh(refresh);
     (dir, ZarrFs::new(hierarchy, options, "t.zarr"))
@@ -980,6 +985,7 @@ fn a_number_renewed_shows_its_new_reading_and_an_open_file_keeps_another_inode()
         views: "raw".parse().unwrap(),
         staging: None,
         write_wait: Default::default(),
+        commit_message: None,
     };
     let fs = ZarrFs::new(hierarchy, options, "t.zarr");
     let first = fs.lookup(ROOT, "a").unwrap();
@@ -1032,6 +1038,7 @@ fn refreshing_fs(dir: &std::path::Path, interval: std::time::Duration) -> ZarrFs
         views: "raw".parse().unwrap(),
         staging: None,
         write_wait: Default::default(),
+        commit_message: None,
     };
     ZarrFs::new(hierarchy, options, "t.zarr")
 }

@@ -43,6 +43,11 @@ impl ZarrFs {
         }
     }
 
+    /// What a commit's message starts with (`--commit-message`).
+    fn commit_message(&self) -> &str {
+        &self.commit_prefix
+    }
+
     /// Whether open file `fh` was opened for writing.
     pub fn is_writer(&self, fh: u64) -> bool {
         self.handle(fh).is_ok_and(|h| h.staged.is_some())
@@ -227,11 +232,26 @@ impl ZarrFs {
         if staged.is_empty() {
             return Ok(Vec::new());
         }
-        let (meta, _) = self.hierarchy.array_and_store(path)?;
-        let store = self.hierarchy.store();
+        let store = self.hierarchy.store().clone();
         let writer = store.writer().ok_or(Error::ReadOnly)?;
-        let result =
-            crate::write::commit(staged, &meta, store.as_ref(), writer.as_ref(), self.layout);
+        if writer.versions() {
+            // The change starts from the newest version of the store.
+            self.hierarchy.refresh(path)?;
+        }
+        let (meta, _) = self.hierarchy.array_and_store(path)?;
+        // One change per commit (one Icechunk commit): visible whole, or not at all
+        // where the store groups changes.
+        let result = writer.begin().and_then(|mut change| {
+            let done =
+                crate::write::commit(staged, &meta, store.as_ref(), change.as_mut(), self.layout)?;
+            let message = format!(
+                "{}: /{path}: {} bytes written",
+                self.commit_message(),
+                done.staged_bytes
+            );
+            change.finish(&message)?;
+            Ok(done)
+        });
         // Chunks may have been put even when a later one failed: what was decoded
         // before is not served again.
         if let Ok(current) = self.flat(path) {
@@ -265,8 +285,9 @@ impl ZarrFs {
                     .is_ok_and(|e| !matches!(e.node, Node::Dir(_)))
             })
             .collect();
-        if done.shape.is_some() {
-            // Its metadata changed: the node is read again (another inode).
+        if done.shape.is_some() || writer.versions() {
+            // Its metadata changed, or the store's version: the node is read again
+            // (another inode).
             self.refresh_path(path)?;
         }
         Ok(inodes)
@@ -328,7 +349,9 @@ impl ZarrFs {
         if self.hierarchy.kind_of(&path).is_some() {
             return Err(Error::Exists(format!("/{path}")));
         }
-        crate::write::nodes::make_group(&self.hierarchy, writer.as_ref(), &path)?;
+        let mut change = writer.begin()?;
+        crate::write::nodes::make_group(&self.hierarchy, change.as_mut(), &path)?;
+        change.finish(&format!("{}: /{path}: group made", self.commit_message()))?;
         log::info!("/{path}: group made");
         self.refresh_path(&self.dir_path(parent)?)?;
         self.lookup_entry(parent, name)
@@ -344,7 +367,12 @@ impl ZarrFs {
             Some(_) => return Err(Error::Invalid(format!("/{path}: not a group"))),
             None => return Err(Error::NotFound(format!("/{path}"))),
         }
-        crate::write::nodes::remove_group(&self.hierarchy, writer.as_ref(), &path)?;
+        let mut change = writer.begin()?;
+        crate::write::nodes::remove_group(&self.hierarchy, change.as_mut(), &path)?;
+        change.finish(&format!(
+            "{}: /{path}: group removed",
+            self.commit_message()
+        ))?;
         log::info!("/{path}: group removed");
         self.removed(parent, &path)
     }
@@ -372,7 +400,12 @@ impl ZarrFs {
         if self.writes.as_ref().and_then(|w| w.staged(&path)).is_some() {
             return Err(Error::Busy(format!("/{path}")));
         }
-        let keys = crate::write::nodes::remove_array(&self.hierarchy, writer.as_ref(), &path)?;
+        let mut change = writer.begin()?;
+        let keys = crate::write::nodes::remove_array(&self.hierarchy, change.as_mut(), &path)?;
+        change.finish(&format!(
+            "{}: /{path}: array removed",
+            self.commit_message()
+        ))?;
         log::info!("/{path}: array removed ({keys} chunk keys)");
         self.removed(parent, &path)
     }

@@ -11,7 +11,7 @@ use crate::codec::{CodecChain, UnitData, UnitRepr};
 use crate::error::{Error, Result};
 use crate::metadata::{ArrayMetadata, FillValue};
 use crate::read::geometry::{Geometry, Layout};
-use crate::store::write::{Expected, Writer};
+use crate::store::write::{Change, Expected};
 use crate::store::Store;
 
 use super::patch::{all_fill, patch_chunk, ElementLayout};
@@ -37,7 +37,7 @@ pub struct Committed {
 /// array with none: readers differ on what a missing chunk holds, so it is kept).
 fn put_or_delete(
     chain: &CodecChain,
-    writer: &dyn Writer,
+    change: &mut dyn Change,
     (key, expected): (&str, Expected),
     chunk: Vec<u8>,
     (fill, null_fill): (&[u8], bool),
@@ -46,7 +46,7 @@ fn put_or_delete(
     if !null_fill && all_fill(&chunk, fill) {
         if expected != Expected::Absent {
             super::fault::before_put();
-            writer.delete(key, &expected)?;
+            change.delete(key, &expected)?;
             done.chunks_deleted += 1;
         }
         return Ok(());
@@ -55,7 +55,7 @@ fn put_or_delete(
         .encode(UnitData::Fixed(chunk))
         .map_err(|e| e.at_key(key))?;
     super::fault::before_put();
-    writer.put(key, &encoded, &expected)?;
+    change.put(key, &encoded, &expected)?;
     done.chunks_put += 1;
     done.bytes_put += encoded.len() as u64;
     Ok(())
@@ -112,7 +112,7 @@ pub fn commit(
     staged: &Staged,
     meta: &ArrayMetadata,
     store: &dyn Store,
-    writer: &dyn Writer,
+    change: &mut dyn Change,
     layout: Layout,
 ) -> Result<Committed> {
     let _turn = staged.turn();
@@ -159,6 +159,13 @@ pub fn commit(
         staged_bytes: ranges.iter().map(|r| r.end - r.start).sum(),
         ..Committed::default()
     };
+    if shape != meta.shape && change.all_or_nothing() {
+        // Seen whole or not at all: the new shape first, which the store checks chunks
+        // against (and which drops those past a shrunk end itself).
+        super::fault::before_put();
+        reshape::rewrite_shape(meta, store, change, &shape)?;
+        done.shape = Some(shape.clone());
+    }
     for u in chunks {
         let key = meta.chunk_key(&u);
         // A chunk written whole is not read (only its version is asked for).
@@ -171,7 +178,7 @@ pub fn commit(
             patch_chunk(&geometry, &u, &element, &ranges, &read_staged, &mut chunk)?;
             put_or_delete(
                 &chain,
-                writer,
+                &mut *change,
                 (&key, expected),
                 chunk,
                 (&fill, meta.fill_json.is_null()),
@@ -196,25 +203,25 @@ pub fn commit(
         patch_chunk(&geometry, &u, &element, &ranges, &read_staged, &mut chunk)?;
         put_or_delete(
             &chain,
-            writer,
+            &mut *change,
             (&key, expected),
             chunk,
             (&fill, meta.fill_json.is_null()),
             &mut done,
         )?;
     }
-    if shape != meta.shape {
+    if shape != meta.shape && !change.all_or_nothing() {
         // A shrink drops the chunks wholly past the new end; the document follows the
         // chunks, so a reader never finds a shape whose chunks are not written yet.
         for key in reshape::chunks_past(meta, &shape) {
             if let Some(head) = store.head(&key)? {
                 super::fault::before_put();
-                writer.delete(&key, &Expected::At(head.version))?;
+                change.delete(&key, &Expected::At(head.version))?;
                 done.chunks_deleted += 1;
             }
         }
         super::fault::before_put();
-        reshape::rewrite_shape(meta, store, writer, &shape)?;
+        reshape::rewrite_shape(meta, store, change, &shape)?;
         done.shape = Some(shape);
     }
     staged.committed(&ranges);

@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::hierarchy::Hierarchy;
 use crate::metadata::v3::prefix_of;
-use crate::store::write::{Expected, Writer};
+use crate::store::write::{Change, Expected};
 use crate::store::Store;
 
 /// Why nodes cannot be made or removed in `h`, when they cannot.
@@ -23,7 +23,7 @@ pub fn cannot_change_nodes(h: &Hierarchy) -> Option<&'static str> {
 }
 
 /// Make the group at `path` (its parent exists): a v3 `zarr.json`, or a v2 `.zgroup`.
-pub fn make_group(h: &Hierarchy, writer: &dyn Writer, path: &str) -> Result<()> {
+pub fn make_group(h: &Hierarchy, change: &mut dyn Change, path: &str) -> Result<()> {
     let (key, doc) = match h.format_label() {
         "2" => (
             format!("{}.zgroup", prefix_of(path)),
@@ -37,7 +37,7 @@ pub fn make_group(h: &Hierarchy, writer: &dyn Writer, path: &str) -> Result<()> 
     let mut text = serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(e.to_string()))?;
     text.push(b'\n');
     super::fault::before_put();
-    writer.put(&key, &text, &Expected::Absent)
+    change.put(&key, &text, &Expected::Absent)
 }
 
 /// The node documents a group or array at `path` may have, metadata last.
@@ -50,22 +50,22 @@ fn documents(path: &str) -> Vec<String> {
 }
 
 /// Remove the documents of the group or array at `path` that are there.
-fn remove_documents(store: &dyn Store, writer: &dyn Writer, path: &str) -> Result<()> {
+fn remove_documents(store: &dyn Store, change: &mut dyn Change, path: &str) -> Result<()> {
     for key in documents(path) {
         if let Some(head) = store.head(&key)? {
             super::fault::before_put();
-            writer.delete(&key, &Expected::At(head.version))?;
+            change.delete(&key, &Expected::At(head.version))?;
         }
     }
     Ok(())
 }
 
 /// Remove the empty group at `path` (`ENOTEMPTY` when nodes are below it).
-pub fn remove_group(h: &Hierarchy, writer: &dyn Writer, path: &str) -> Result<()> {
+pub fn remove_group(h: &Hierarchy, change: &mut dyn Change, path: &str) -> Result<()> {
     if !h.children(path)?.is_empty() {
         return Err(Error::NotEmpty(format!("/{path}")));
     }
-    remove_documents(h.store().as_ref(), writer, path)
+    remove_documents(h.store().as_ref(), change, path)
 }
 
 /// The most keys an array's removal deletes (a guard against a folder that is not one).
@@ -73,7 +73,7 @@ const MAX_KEYS: usize = 1 << 24;
 
 /// Remove the array at `path`: every key in its folder (its chunks) but its documents,
 /// then those. The number of keys deleted.
-pub fn remove_array(h: &Hierarchy, writer: &dyn Writer, path: &str) -> Result<u64> {
+pub fn remove_array(h: &Hierarchy, change: &mut dyn Change, path: &str) -> Result<u64> {
     let store = h.store();
     let docs = documents(path);
     let mut keys = Vec::new();
@@ -101,9 +101,9 @@ pub fn remove_array(h: &Hierarchy, writer: &dyn Writer, path: &str) -> Result<u6
     for key in &keys {
         if let Some(head) = store.head(key)? {
             super::fault::before_put();
-            writer.delete(key, &Expected::At(head.version))?;
+            change.delete(key, &Expected::At(head.version))?;
         }
     }
-    remove_documents(store.as_ref(), writer, path)?;
+    remove_documents(store.as_ref(), change, path)?;
     Ok(keys.len() as u64)
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::metadata::{ArrayMetadata, Format};
 use crate::read::geometry::{Layout, Order};
-use crate::store::write::{Expected, Writer};
+use crate::store::write::{Change, Expected};
 use crate::store::Store;
 
 /// The axis a file's size changes: the slowest in the file's order.
@@ -110,7 +110,7 @@ pub fn chunks_past(meta: &ArrayMetadata, shape: &[u64]) -> Vec<String> {
 pub fn rewrite_shape(
     meta: &ArrayMetadata,
     store: &dyn Store,
-    writer: &dyn Writer,
+    change: &mut dyn Change,
     shape: &[u64],
 ) -> Result<()> {
     let key = &meta.meta_key;
@@ -126,5 +126,5 @@ pub fn rewrite_shape(
     let mut text =
         serde_json::to_vec_pretty(&doc).map_err(|e| Error::Internal(format!("{key}: {e}")))?;
     text.push(b'\n');
-    writer.put(key, &text, &Expected::At(value.version))
+    change.put(key, &text, &Expected::At(value.version))
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::folder::FolderStore;
 use crate::error::{Error, Result};
-use crate::store::write::{Expected, Writer};
+use crate::store::write::{Change, Expected, Writer};
 use crate::store::{Store, Version};
 
 /// Temporary files of one process are told apart by this count.
@@ -82,7 +82,31 @@ fn sync_dir(key: &str, dir: &Path) -> Result<()> {
 }
 
 impl Writer for FolderStore {
-    fn put(&self, key: &str, bytes: &[u8], expected: &Expected) -> Result<()> {
+    fn begin(&self) -> Result<Box<dyn Change + '_>> {
+        Ok(Box::new(FolderChange(self)))
+    }
+}
+
+/// A change of a folder store: each put and delete stands alone.
+struct FolderChange<'a>(&'a FolderStore);
+
+impl Change for FolderChange<'_> {
+    fn put(&mut self, key: &str, bytes: &[u8], expected: &Expected) -> Result<()> {
+        self.0.put(key, bytes, expected)
+    }
+
+    fn delete(&mut self, key: &str, expected: &Expected) -> Result<()> {
+        self.0.delete(key, expected)
+    }
+
+    fn finish(self: Box<Self>, _message: &str) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl FolderStore {
+    /// Put `bytes` at `key` (see [`Change::put`]).
+    pub fn put(&self, key: &str, bytes: &[u8], expected: &Expected) -> Result<()> {
         let path = self.resolve(key)?;
         let dir = self.folder_of(key, &path)?;
         let name = path
@@ -111,7 +135,8 @@ impl Writer for FolderStore {
         sync_dir(key, &dir)
     }
 
-    fn delete(&self, key: &str, expected: &Expected) -> Result<()> {
+    /// Delete the value at `key` (see [`Change::delete`]).
+    pub fn delete(&self, key: &str, expected: &Expected) -> Result<()> {
         let path = self.resolve(key)?;
         self.check(key, expected)?;
         match std::fs::remove_file(&path) {

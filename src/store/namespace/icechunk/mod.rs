@@ -22,6 +22,7 @@
 mod chunks;
 mod storage;
 mod versions;
+mod write;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -52,7 +53,9 @@ pub(super) const EMPTY_GROUP: &[u8] = br#"{"zarr_format":3,"node_type":"group","
 pub struct IcechunkStore {
     label: String,
     shared: Arc<Repo>,
-    repo: Repository,
+    repo: Arc<Repository>,
+    /// What writes the branch the tree follows (none for a tag or a snapshot).
+    writer: Option<Arc<write::BranchWriter>>,
     /// The version the mount's own tree shows (the tip of `follows` when last read).
     default: RwLock<Arc<Checkout>>,
     /// The branch the default tree follows; none for a tag or a snapshot (they never
@@ -137,10 +140,15 @@ impl IcechunkStore {
             _ => None,
         };
         let default = Arc::new(checkout(&label, &repo, version)?);
+        let repo = Arc::new(repo);
+        let writer = follows
+            .as_deref()
+            .map(|branch| Arc::new(write::BranchWriter::new(&label, repo.clone(), branch)));
         let store = IcechunkStore {
             label,
             shared,
             repo,
+            writer,
             default: RwLock::new(default.clone()),
             follows,
             tips_read: ReadAgain::at(started),
@@ -288,6 +296,13 @@ impl Store for IcechunkStore {
 
     fn as_of(&self) -> Option<std::time::Instant> {
         Some(self.tips_read.as_of())
+    }
+
+    /// The branch the tree follows takes commits (a tag or a snapshot does not).
+    fn writer(&self) -> Option<Arc<dyn crate::store::write::Writer>> {
+        self.writer
+            .clone()
+            .map(|w| w as Arc<dyn crate::store::write::Writer>)
     }
 
     fn at_version(&self, version: &Version) -> Option<Arc<dyn Store>> {
