@@ -986,3 +986,73 @@ fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
         "(commits on main, the first kept, messages, states)"
     );
 }
+
+#[test]
+fn a_sidecar_written_back_with_new_attributes_rewrites_them_and_nothing_else_may_change() {
+    let m = Manifest::load();
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    let tmp = TempDir::new("write-attrs");
+    for (store, array) in [("v3", "codecs/zstd_3"), ("v2", "compressors/zlib")] {
+        let dir = tmp.path().join(store);
+        copy_dir(&m.store_dir(store), &dir);
+        let staging = tmp.path().join(format!("staging-{store}"));
+        let mount = Mount::new(
+            &dir,
+            &[
+                "--writable",
+                "--write-staging",
+                staging.to_str().expect("utf-8"),
+            ],
+        );
+        let (folder, name) = array.split_once('/').expect("a path in a group");
+        let sidecar = mount.path(&format!("{folder}/.{name}.json"));
+        let mut doc: Value =
+            serde_json::from_slice(&std::fs::read(&sidecar).expect("read sidecar")).expect("json");
+        doc["attributes"] = json!({"units": "K", "scale": [1, 2.5], "note": "ünïcode"});
+        let text = serde_json::to_vec_pretty(&doc).expect("json");
+        let mut f = std::fs::File::create(&sidecar).expect("open the sidecar for writing");
+        f.write_all(&text).expect("write");
+        f.sync_all().expect("the attributes are committed");
+        drop(f);
+        let back: Value =
+            serde_json::from_slice(&std::fs::read(&sidecar).expect("read again")).expect("json");
+        assert_eq!(back["attributes"], doc["attributes"], "{store}");
+        // The group's sidecar too.
+        let group = mount.path(&format!("{folder}/.group.json"));
+        let mut gdoc: Value =
+            serde_json::from_slice(&std::fs::read(&group).expect("read")).expect("json");
+        gdoc["attributes"] = json!({"title": "edited"});
+        std::fs::write(&group, serde_json::to_vec(&gdoc).expect("json")).expect("write group");
+        // Anything but the attributes changed fails, and changes nothing.
+        let mut bad = back.clone();
+        bad["shape"] = json!([1, 1]);
+        let mut f = std::fs::File::create(&sidecar).expect("open");
+        f.write_all(&serde_json::to_vec(&bad).expect("json"))
+            .expect("write");
+        let e = f
+            .sync_all()
+            .expect_err("a shape changed through the sidecar");
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+        drop(f);
+        let log = mount.log();
+        drop(mount);
+        assert!(
+            log.contains("only \"attributes\" changes through a sidecar"),
+            "{log}"
+        );
+        let code = "import sys, json, zarr\n\
+                    a = zarr.open_array(store=sys.argv[1], path=sys.argv[2], mode='r')\n\
+                    g = zarr.open_group(store=sys.argv[1], path=sys.argv[3], mode='r')\n\
+                    print(json.dumps([dict(a.attrs), dict(g.attrs), list(a.shape)], ensure_ascii=False))";
+        let out = common::run_python(
+            &zarr3,
+            "attrs",
+            code,
+            [dir.as_os_str(), array.as_ref(), folder.as_ref()],
+        );
+        let got: Value = serde_json::from_str(out.trim()).expect("json");
+        assert_eq!(got[0], doc["attributes"], "{store}");
+        assert_eq!(got[1], json!({"title": "edited"}), "{store}");
+        assert_eq!(got[2], doc["shape"], "{store}: the shape stays");
+    }
+}

@@ -162,13 +162,19 @@ impl BytesToBytes for Blosc {
         }
         let room = self.max_encoded_len(bytes.len());
         let mut out: Vec<u8> = Vec::with_capacity(room);
+        // c-blosc takes a type size up to 255 and treats a larger one as 1; passed as
+        // it is, a size from a hostile document could reach its arithmetic unchecked.
+        let typesize = match self.typesize {
+            t if t > blosc_src::BLOSC_MAX_TYPESIZE as usize => 1,
+            t => t,
+        };
         // SAFETY: `out` has room for `room` bytes, at least the input plus c-blosc's
         // maximum overhead, and blosc writes at most `destsize`.
         let n = unsafe {
             blosc_src::blosc_compress_ctx(
                 self.clevel,
                 self.shuffle.code(),
-                self.typesize,
+                typesize,
                 bytes.len(),
                 bytes.as_ptr().cast(),
                 out.as_mut_ptr().cast(),
@@ -226,6 +232,25 @@ mod tests {
                 assert!(b.decode(enc.clone(), 3999).is_err());
                 assert!(b.decode(enc[..10].to_vec(), 4000).is_err());
             }
+        }
+    }
+
+    #[test]
+    fn a_type_size_past_what_blosc_takes_encodes_as_bytes() {
+        let repr = UnitRepr {
+            shape: vec![64],
+            dtype: DataType::Float(4),
+            fill: FillValue::Fixed(vec![0; 4]),
+        };
+        let data: Vec<u8> = (0..256u32).map(|i| (i * 7) as u8).collect();
+        for typesize in [256u64, 1 << 40, u64::MAX] {
+            let spec = CodecSpec::new(
+                "blosc",
+                json!({"cname": "lz4", "shuffle": "shuffle", "typesize": typesize}),
+            );
+            let b = Blosc::build(&spec, &repr).unwrap();
+            let enc = b.encode(data.clone()).unwrap();
+            assert_eq!(b.decode(enc, 256).unwrap(), data, "typesize {typesize}");
         }
     }
 

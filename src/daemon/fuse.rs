@@ -463,7 +463,7 @@ impl Filesystem for FuseAdapter {
         _atime: Option<TimeOrNow>,
         _mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -480,13 +480,14 @@ impl Filesystem for FuseAdapter {
         // (committed at once, on the write pool).
         let kernel = self.kernel.clone();
         let owner = self.owner;
-        self.serving.resize(ino.0, size, move |fs, result| {
-            reply!(reply, "setattr", result, |done| {
-                let (a, inodes) = done;
-                reply.attr(&fs.attr_ttl(), &owner.attr(&a));
-                kernel.refreshed(&inodes, || fs.names_of(&inodes), || {});
+        self.serving
+            .resize(ino.0, size, fh.map(|f| f.0), move |fs, result| {
+                reply!(reply, "setattr", result, |done| {
+                    let (a, inodes) = done;
+                    reply.attr(&fs.attr_ttl(), &owner.attr(&a));
+                    kernel.refreshed(&inodes, || fs.names_of(&inodes), || {});
+                })
             })
-        })
     }
 
     fn mkdir(

@@ -23,8 +23,16 @@ pub struct Handle {
     pub(super) array: Option<String>,
     /// The staging it writes to, when opened for writing.
     pub(super) staged: Option<Arc<Staged>>,
+    /// A sidecar opened for writing (see [`crate::write::attributes`]).
+    pub(super) edit: Option<Edit>,
     /// Counted on the inode's reading until the handle goes.
     _open: Open,
+}
+
+/// A sidecar being edited: the node it is of, and its text as written so far.
+pub struct Edit {
+    pub path: String,
+    pub text: parking_lot::Mutex<Vec<u8>>,
 }
 
 /// The open files of a filesystem.
@@ -36,13 +44,14 @@ pub struct Handles {
 
 impl Handles {
     /// A new handle on `content`, opened as `open` (the raw file of `array`, writing to
-    /// `staged`); its number.
+    /// `staged`; or a sidecar being edited, starting from `edit`); its number.
     pub fn open(
         &self,
         content: Arc<Content>,
         open: Open,
         array: Option<String>,
         staged: Option<Arc<Staged>>,
+        edit: Option<(String, Vec<u8>)>,
     ) -> u64 {
         for view in content.views() {
             view.opened();
@@ -53,6 +62,10 @@ impl Handles {
             cursor: Cursor::default(),
             array,
             staged,
+            edit: edit.map(|(path, text)| Edit {
+                path,
+                text: parking_lot::Mutex::new(text),
+            }),
             _open: open,
         });
         self.open.write().insert(fh, handle);
@@ -70,6 +83,16 @@ impl Handles {
             view.closed();
         }
         Some(handle)
+    }
+
+    /// The open handles editing the sidecar of the node at `path`.
+    pub fn editing(&self, path: &str) -> Vec<Arc<Handle>> {
+        self.open
+            .read()
+            .values()
+            .filter(|h| h.edit.as_ref().is_some_and(|e| e.path == path))
+            .cloned()
+            .collect()
     }
 
     /// How many files are open.

@@ -711,7 +711,7 @@ impl ZarrFs {
             Node::Array(path) => Some(path.clone()),
             _ => None,
         };
-        Ok(self.handles.open(content, open, array, None))
+        Ok(self.handles.open(content, open, array, None, None))
     }
 
     /// Close the open file `fh` (one opened for writing commits what it staged first,
@@ -752,6 +752,9 @@ impl ZarrFs {
         buf: &mut [u8],
     ) -> std::result::Result<usize, Partial> {
         let h = self.handle(fh)?;
+        if let Some(edit) = &h.edit {
+            return Ok(write::read_edit(&edit.text.lock(), offset, buf));
+        }
         let n = h.content.read_into(&h.cursor, offset, buf)?;
         match self.staged_of(&h) {
             Some(staged) => Ok(self.lay_over(&h, &staged, offset, buf, n)?),
@@ -764,7 +767,7 @@ impl ZarrFs {
     /// [`crate::read::view::View::read_in_place`]).
     pub fn read_in_place(&self, fh: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
         let h = self.handle(fh)?;
-        if self.staged_of(&h).is_some() {
+        if self.staged_of(&h).is_some() || h.edit.is_some() {
             return Ok(None);
         }
         h.content.read_in_place(&h.cursor, offset, size)
@@ -774,7 +777,7 @@ impl ZarrFs {
     /// (see [`crate::read::view::View::read_now`]).
     pub fn read_now(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<Now> {
         let h = self.handle(fh)?;
-        if self.staged_of(&h).is_some() {
+        if self.staged_of(&h).is_some() || h.edit.is_some() {
             return Ok(Now::Later);
         }
         h.content.read_now(&h.cursor, offset, buf)

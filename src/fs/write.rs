@@ -38,7 +38,9 @@ impl ZarrFs {
     /// mount takes writes.
     pub(super) fn file_perm(&self, node: &Node) -> u16 {
         match node {
-            Node::Array(_) if self.writable() => 0o644,
+            Node::Array(_) | Node::ArraySidecar(_) | Node::GroupSidecar(_) if self.writable() => {
+                0o644
+            }
             _ => 0o444,
         }
     }
@@ -50,7 +52,8 @@ impl ZarrFs {
 
     /// Whether open file `fh` was opened for writing.
     pub fn is_writer(&self, fh: u64) -> bool {
-        self.handle(fh).is_ok_and(|h| h.staged.is_some())
+        self.handle(fh)
+            .is_ok_and(|h| h.staged.is_some() || h.edit.is_some())
     }
 
     /// The staging whose bytes reads of `h` lay over the store's.
@@ -122,11 +125,24 @@ impl ZarrFs {
     /// writes. The handle's number.
     pub fn open_write(&self, ino: u64) -> Result<u64> {
         let entry = self.entry(ino)?;
+        if let Node::ArraySidecar(path) | Node::GroupSidecar(path) = &entry.node {
+            // A sidecar is edited in memory, from the text it shows.
+            self.node_writer(&format!("/{path}"))?;
+            let content = self.content(&entry)?;
+            let text = content_bytes(&content)?;
+            let (_, open) = self
+                .inodes
+                .open(ino)
+                .ok_or_else(|| Error::NotFound(format!("inode {ino}")))?;
+            return Ok(self
+                .handles
+                .open(content, open, None, None, Some((path.clone(), text))));
+        }
         let Node::Array(path) = &entry.node else {
             let shown = format!("/{}", entry.node.path());
             return Err(self.write_refused(&shown).unwrap_or(Error::NotWritable {
                 key: shown,
-                reason: "only an array's raw file is written".into(),
+                reason: "only an array's raw file and sidecars are written".into(),
             }));
         };
         if let Some(e) = self.write_refused(&format!("/{path}")) {
@@ -146,13 +162,16 @@ impl ZarrFs {
         let staged = writes.open(path, content.size())?;
         Ok(self
             .handles
-            .open(content, open, Some(path.clone()), Some(staged)))
+            .open(content, open, Some(path.clone()), Some(staged), None))
     }
 
     /// Write `data` at `offset` of file `fh` (opened for writing): staged, read back at
     /// once, in the store at the next commit.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<()> {
         let h = self.handle(fh)?;
+        if let Some(edit) = &h.edit {
+            return write_edit(&mut edit.text.lock(), offset, data);
+        }
         let staged = h.staged.as_ref().ok_or(Error::ReadOnly)?;
         // A write past the end grows the array, where it can grow.
         let grows = h
@@ -167,8 +186,31 @@ impl ZarrFs {
     /// whole rows of its slowest axis, else `EINVAL`. While a writer has the array open
     /// the size is staged with its writes (committed at its close); else it is committed
     /// at once. The inodes whose attributes and pages the kernel is to drop.
-    pub fn set_size(&self, ino: u64, size: u64) -> Result<Vec<u64>> {
+    pub fn set_size(&self, ino: u64, size: u64, fh: Option<u64>) -> Result<Vec<u64>> {
         let entry = self.entry(ino)?;
+        // A sidecar being edited (through `fh`, or any handle editing it, as the kernel
+        // truncates an open with O_TRUNC): its text is cut or padded.
+        if let Node::ArraySidecar(path) | Node::GroupSidecar(path) = &entry.node {
+            let mut edits = self.handles.editing(path);
+            if let Some(h) = fh.and_then(|fh| self.handle(fh).ok()) {
+                edits.retain(|e| Arc::ptr_eq(e, &h));
+            }
+            let n = usize::try_from(size)
+                .ok()
+                .filter(|n| *n <= crate::write::attributes::MAX_SIDECAR)
+                .ok_or_else(|| Error::BadWrite(format!("a sidecar of {size} bytes")))?;
+            if edits.is_empty() {
+                return Err(Error::BadWrite(format!(
+                    "/{path}: a sidecar changes size only while open for writing"
+                )));
+            }
+            for h in edits {
+                if let Some(edit) = &h.edit {
+                    edit.text.lock().resize(n, b' ');
+                }
+            }
+            return Ok(Vec::new());
+        }
         let Node::Array(path) = &entry.node else {
             return Err(Error::NotWritable {
                 key: format!("/{}", entry.node.path()),
@@ -208,6 +250,10 @@ impl ZarrFs {
     /// attributes and pages the kernel is to drop.
     pub fn commit(&self, fh: u64) -> Result<Vec<u64>> {
         let h = self.handle(fh)?;
+        if let Some(edit) = &h.edit {
+            let text = edit.text.lock().clone();
+            return self.commit_edit(&h, &edit.path, &text);
+        }
         match &h.staged {
             Some(staged) => self.commit_staged(&h, staged),
             None => Ok(Vec::new()),
@@ -421,4 +467,70 @@ impl ZarrFs {
         self.refresh_path(&self.dir_path(parent)?)?;
         Ok(inodes)
     }
+}
+
+impl ZarrFs {
+    /// Take the attributes of an edited sidecar (`text`, as written through `h`) into
+    /// its node, when it changed them and nothing else. The inodes to drop.
+    fn commit_edit(&self, h: &Handle, path: &str, text: &[u8]) -> Result<Vec<u64>> {
+        let shown = content_bytes(&h.content)?;
+        if text == shown.as_slice() {
+            return Ok(Vec::new());
+        }
+        let node = format!("/{path}");
+        let attributes = crate::write::attributes::edited_attributes(&node, &shown, text)?;
+        let writer = self.node_writer(&node)?;
+        let mut change = writer.begin()?;
+        crate::write::attributes::rewrite(&self.hierarchy, change.as_mut(), path, attributes)?;
+        change.finish(&format!("{}: {node}: attributes", self.commit_message()))?;
+        log::info!("{node}: attributes rewritten");
+        let inodes: Vec<u64> = self
+            .inodes
+            .under(path)
+            .into_iter()
+            .filter(|ino| {
+                self.entry(*ino)
+                    .is_ok_and(|e| !matches!(e.node, Node::Dir(_)))
+            })
+            .collect();
+        self.refresh_path(path)?;
+        Ok(inodes)
+    }
+}
+
+/// The bytes of a sidecar's content.
+fn content_bytes(content: &super::content::Content) -> Result<Vec<u8>> {
+    match content {
+        super::content::Content::Bytes(b) => Ok(b.clone()),
+        _ => Err(Error::Internal("a sidecar that is not text".into())),
+    }
+}
+
+/// Write `data` at `offset` of a sidecar being edited (within its bound).
+fn write_edit(text: &mut Vec<u8>, offset: u64, data: &[u8]) -> Result<()> {
+    let end = usize::try_from(offset)
+        .ok()
+        .and_then(|o| o.checked_add(data.len()))
+        .filter(|end| *end <= crate::write::attributes::MAX_SIDECAR)
+        .ok_or_else(|| {
+            Error::BadWrite(format!(
+                "a sidecar larger than {} bytes",
+                crate::write::attributes::MAX_SIDECAR
+            ))
+        })?;
+    if text.len() < end {
+        text.resize(end, b' ');
+    }
+    text[end - data.len()..end].copy_from_slice(data);
+    Ok(())
+}
+
+/// Read a sidecar being edited from `offset` into `buf`: the bytes given.
+pub(super) fn read_edit(text: &[u8], offset: u64, buf: &mut [u8]) -> usize {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(text.len());
+    let n = (text.len() - start).min(buf.len());
+    buf[..n].copy_from_slice(&text[start..start + n]);
+    n
 }

@@ -90,9 +90,16 @@ pub fn encoder(meta: &ArrayMetadata) -> Result<CodecChain> {
         ..repr.clone()
     };
     if let Ok(small) = CodecChain::build(&meta.codecs, &probe) {
-        small
-            .encode(UnitData::Fixed(one))
-            .map_err(|e| not_writable(e.to_string()))?;
+        // A codec's encoder meets a hostile document's parameters here first (`zarrfs
+        // inspect` asks of every array): a panic in it makes the array unwritable.
+        let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            small.encode(UnitData::Fixed(one))
+        }));
+        match encoded {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(not_writable(e.to_string())),
+            Err(_) => return Err(not_writable("its encoder fails on these parameters".into())),
+        }
     }
     Ok(chain)
 }

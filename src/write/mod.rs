@@ -4,6 +4,7 @@
 //! chunk through the store's [`crate::store::write::Writer`] ([`patch`] maps the file's
 //! bytes into a chunk). [`Writes`] keeps one staging per array being written.
 
+pub mod attributes;
 pub mod commit;
 pub mod fault;
 pub mod nodes;

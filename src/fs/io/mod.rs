@@ -204,6 +204,7 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
         self: &Arc<Self>,
         ino: u64,
         size: Option<u64>,
+        fh: Option<u64>,
         answer: impl FnOnce(&ZarrFs, Result<(crate::fs::Attr, Vec<u64>)>) + Send + 'static,
     ) {
         let me = self.clone();
@@ -214,7 +215,7 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
                 match size {
                     // The node read again after its shape changed: the size it has now.
                     Some(size) if size != attr.size => {
-                        let inodes = fs.set_size(ino, size)?;
+                        let inodes = fs.set_size(ino, size, fh)?;
                         Ok((crate::fs::Attr { size, ..attr }, inodes))
                     }
                     _ => Ok((attr, Vec::new())),
