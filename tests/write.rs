@@ -1056,3 +1056,149 @@ fn a_sidecar_written_back_with_new_attributes_rewrites_them_and_nothing_else_may
         assert_eq!(got[2], doc["shape"], "{store}: the shape stays");
     }
 }
+
+/// The access keys the S3 test server takes, in the environment (the mounts inherit it).
+fn s3_credentials() -> (&'static str, &'static str) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let keys = ("zarrfsTESTACCESSKEY", "zarrfs-test-secret-8f3a2c91d7");
+    ONCE.call_once(|| {
+        std::env::set_var("AWS_ACCESS_KEY_ID", keys.0);
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", keys.1);
+        std::env::set_var("AWS_REGION", "us-east-1");
+    });
+    keys
+}
+
+#[test]
+fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writers_chunk_is_kept() {
+    let m = Manifest::load();
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    let tmp = TempDir::new("write-s3");
+    let root = tmp.path().join("buckets");
+    let store = root.join("bkt/v3");
+    copy_dir(&m.store_dir("v3"), &store);
+    let server = common::servers::s3s_fs(&root, Some(s3_credentials()));
+    let options = format!("endpoint={},allow_http=true", server.url());
+    let arrays = [
+        "codecs/zstd_3",
+        "sharding/end_crc32c",
+        "order/transpose_2d",
+        "codecs/blosc_lz4_shuffle",
+    ];
+    let specs: Vec<Value> = arrays
+        .iter()
+        .enumerate()
+        .map(|(i, path)| {
+            json!({"store": &store, "path": path, "order": "C", "endian": "little", "seed": 700 + i, "fill_rows": i == 0})
+        })
+        .collect();
+    let spec_path = tmp.path().join("spec.json");
+    let plan_path = tmp.path().join("plan.json");
+    std::fs::write(
+        &spec_path,
+        json!({"stores": [&store], "arrays": specs}).to_string(),
+    )
+    .expect("spec");
+    check_written(
+        &zarr3,
+        &[
+            "plan".as_ref(),
+            spec_path.as_os_str(),
+            plan_path.as_os_str(),
+        ],
+    );
+    let plan: Value =
+        serde_json::from_slice(&std::fs::read(&plan_path).expect("plan")).expect("json");
+    let staging = tmp.path().join("staging");
+    let mount = Mount::new(
+        Path::new("s3://bkt/v3"),
+        &[
+            "-o",
+            &options,
+            "--writable",
+            "--write-staging",
+            staging.to_str().expect("utf-8"),
+        ],
+    );
+    for a in plan["arrays"].as_array().expect("arrays") {
+        let path = a["path"].as_str().expect("path");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(mount.path(path))
+            .expect("open");
+        for w in a["writes"].as_array().expect("writes") {
+            f.write_all_at(
+                &hex(w[1].as_str().expect("hex")),
+                w[0].as_u64().expect("offset"),
+            )
+            .expect("pwrite");
+        }
+        f.sync_all()
+            .unwrap_or_else(|e| panic!("{path}: commit: {e}\n{}", mount.log()));
+        drop(f);
+        let back = std::fs::read(mount.path(path)).expect("read after the commit");
+        assert!(
+            sha(&back) == a["sha256"] || sha(&back) == a["written"],
+            "{path}: read after the commit"
+        );
+    }
+    let log = mount.log();
+    drop(mount);
+    assert!(!log.contains("WARN"), "{log}");
+    // Another writer rewrites chunk 0/0 of an array between the commit's read of it and
+    // its put (the daemon waits there for the test): the close fails, and the other
+    // writer's chunk stays as it wrote it.
+    let victim = "codecs/gzip_1";
+    let chunk = store.join(victim).join("c/0/0");
+    let go = tmp.path().join("go");
+    let fault = format!("wait-before-put:{}", go.display());
+    let dir = tmp.path().join("daemon");
+    let (mut child, mountpoint, log) = writable_daemon(
+        Path::new("s3://bkt/v3"),
+        &dir,
+        &staging,
+        &[("ZARRFS_FAULT", &fault)],
+        &["-o", &options],
+    );
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mountpoint.join(victim))
+        .expect("open");
+    f.write_all_at(&[1, 2, 3, 4], 0).expect("pwrite");
+    let closing = std::thread::spawn(move || f.sync_all());
+    let mut waiting = go.clone().into_os_string();
+    waiting.push(".waiting");
+    assert!(
+        common::mount::wait_for(std::time::Duration::from_secs(30), || Path::new(&waiting)
+            .exists()),
+        "the commit never reached its put"
+    );
+    let theirs = std::fs::read(store.join("codecs/gzip_1/c/1/1")).expect("another chunk's bytes");
+    std::fs::write(&chunk, &theirs).expect("the other writer");
+    std::fs::write(&go, b"").expect("go on");
+    let e = closing
+        .join()
+        .expect("join")
+        .expect_err("a put over another writer's chunk");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert_eq!(
+        std::fs::read(&chunk).expect("chunk"),
+        theirs,
+        "the other writer's chunk is kept"
+    );
+    force_unmount(&mountpoint);
+    let _ = common::mount::wait_exit(&mut child, std::time::Duration::from_secs(20));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("changed by another writer"), "{text}");
+    // What the commits wrote reads back in zarr-python from the bucket's folder (the
+    // array the other writer touched is left out).
+    let out = check_written(
+        &zarr3,
+        &[
+            "check".as_ref(),
+            plan_path.as_os_str(),
+            "--data-only".as_ref(),
+        ],
+    );
+    assert!(out.contains(" 0 failures"), "{out}");
+}

@@ -264,6 +264,18 @@ impl ZarrFs {
         if staged.is_empty() {
             return Ok(Vec::new());
         }
+        if staged.conflicted() {
+            // Not tried again through the file that was told: another writer's value is
+            // not patched over unasked. An open for writing of the array tries again.
+            return Err(Error::Conflict {
+                key: format!("/{}", staged.path()),
+                reason: format!(
+                    "an earlier commit of these writes met another writer's change; they \
+                     stay in {} until the array is opened for writing again",
+                    staged.file_path().display()
+                ),
+            });
+        }
         let result = self.commit_path(staged.path(), staged);
         // What was decoded for the handle's reading is not served again either.
         if let Some(v) = h.content.view() {
@@ -305,12 +317,14 @@ impl ZarrFs {
                 self.cache.forget_array(v.array().rewritten());
             }
         }
-        let done = result.inspect_err(|_| {
+        let done = result.inspect_err(|e| {
+            staged.set_conflicted(matches!(e, Error::Conflict { .. }));
             log::warn!(
                 "/{path}: commit failed; its staged bytes stay in {}",
                 staged.file_path().display()
             );
         })?;
+        staged.set_conflicted(false);
         log::info!(
             "/{path}: committed {} staged bytes: {} chunks written ({} bytes), {} deleted{}",
             done.staged_bytes,
@@ -345,7 +359,16 @@ impl ZarrFs {
         let (Some(staged), Some(writes)) = (&h.staged, &self.writes) else {
             return;
         };
-        if let Err(e) = self.commit_staged(h, staged) {
+        if staged.conflicted() {
+            // The writer was told (its close failed); another writer's value is not
+            // patched over unasked. The bytes stay staged for the array's next writer.
+            log::warn!(
+                "/{}: not committed at the last close (another writer changed a chunk); \
+                 the staged bytes stay in {}",
+                staged.path(),
+                staged.file_path().display()
+            );
+        } else if let Err(e) = self.commit_staged(h, staged) {
             log::warn!("/{}: commit at the last close: {e}", staged.path());
         }
         writes.close(staged.path());

@@ -107,6 +107,8 @@ impl Writes {
             match staged.get_mut(path) {
                 Some((s, writers)) if *writers == 0 => {
                     *writers = 1;
+                    // A new writer carries on with what is staged, and commits it.
+                    s.set_conflicted(false);
                     return Ok(s.clone());
                 }
                 Some(_) => {

@@ -28,6 +28,9 @@ pub struct Staged {
     written: Mutex<RangeSet<u64>>,
     /// Held by a write or a commit of this array.
     turn: Mutex<()>,
+    /// The last commit found a value another writer changed: the last close does not
+    /// try again on its own (a close or fsync that the writer makes does).
+    conflicted: std::sync::atomic::AtomicBool,
 }
 
 /// The largest file an array may grow to through writes (1 PiB).
@@ -59,11 +62,23 @@ impl Staged {
             stored_size: Mutex::new(size),
             written: Mutex::new(RangeSet::new()),
             turn: Mutex::new(()),
+            conflicted: Default::default(),
         })
     }
 
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Whether the last commit found a value another writer changed (see
+    /// [`Staged::set_conflicted`]).
+    pub fn conflicted(&self) -> bool {
+        self.conflicted.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn set_conflicted(&self, on: bool) {
+        self.conflicted
+            .store(on, std::sync::atomic::Ordering::Release)
     }
 
     /// The file's size now.

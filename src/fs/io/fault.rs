@@ -3,8 +3,8 @@
 //! for every user), nothing is injected and each check is one comparison.
 //!
 //! `ZARRFS_FAULT=inline-read-panic-at:OFFSET`: a read at file offset OFFSET answered on the
-//! request loop's own thread (its units all decoded) panics. (`kill-after-puts:N` is a
-//! fault of the write path, see [`crate::write::fault`].)
+//! request loop's own thread (its units all decoded) panics. (`kill-after-puts:N` and
+//! `wait-before-put:PATH` are faults of the write path, see [`crate::write::fault`].)
 
 /// The faults of this daemon.
 #[derive(Debug, Default, Clone, Copy)]
@@ -21,7 +21,11 @@ impl Faults {
         let offset = spec
             .strip_prefix("inline-read-panic-at:")
             .and_then(|n| n.parse().ok());
-        if offset.is_none() && !spec.starts_with(crate::write::fault::KILL_AFTER_PUTS) {
+        let of_writes = [
+            crate::write::fault::KILL_AFTER_PUTS,
+            crate::write::fault::WAIT_BEFORE_PUT,
+        ];
+        if offset.is_none() && !of_writes.iter().any(|f| spec.starts_with(f)) {
             log::warn!("ZARRFS_FAULT={spec:?}: not a fault this daemon knows; none injected");
         }
         Faults {

@@ -253,6 +253,12 @@ impl Store for DiskCache {
         self.0.cached(key, range, None)
     }
 
+    /// Writes go to the store beneath: entries are filed by the version they were read
+    /// at, so a rewritten value is fetched again by the next reading that asks.
+    fn writer(&self) -> Option<std::sync::Arc<dyn crate::store::write::Writer>> {
+        self.0.inner.writer()
+    }
+
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
         self.0.inner.list_dir(prefix)
     }

@@ -7,6 +7,7 @@
 pub mod client;
 pub mod pool;
 pub mod runtime;
+mod write;
 
 use std::sync::Arc;
 
@@ -64,7 +65,7 @@ impl RemoteStore {
         format!("{}/{key}", self.url)
     }
 
-    fn path(&self, key: &str) -> ObjectPath {
+    pub(super) fn path(&self, key: &str) -> ObjectPath {
         key.split('/')
             .filter(|p| !p.is_empty())
             .fold(self.prefix.clone(), |path, part| path.join(part))
@@ -159,6 +160,18 @@ impl Store for RemoteStore {
     }
 
     fn will_need(&self, _key: &str) {}
+
+    /// Object storage takes writes (a web server does not).
+    fn writer(&self) -> Option<Arc<dyn crate::store::write::Writer>> {
+        match self.source.is_http() {
+            true => None,
+            false => Some(Arc::new(RemoteStore {
+                source: self.source.clone(),
+                prefix: self.prefix.clone(),
+                url: self.url.clone(),
+            })),
+        }
+    }
 
     fn caps(&self) -> Caps {
         Caps {

@@ -122,7 +122,12 @@ impl Source {
     }
 
     /// Ok when `path` lies under an allowed prefix, else an error naming its URL.
-    fn check(&self, path: &ObjectPath) -> Result<()> {
+    /// The source's client (for its writes, see `super::write`).
+    pub(super) fn client(&self) -> Arc<dyn ObjectStore> {
+        self.client.clone()
+    }
+
+    pub(super) fn check(&self, path: &ObjectPath) -> Result<()> {
         let allowed = self.allowed.read();
         if allowed.iter().any(|(_, p)| path.prefix_matches(p)) {
             return Ok(());
@@ -145,14 +150,14 @@ impl Source {
     }
 
     /// A place among the source's requests in flight.
-    async fn permit(&self, label: &str) -> Result<SemaphorePermit<'_>> {
+    pub(super) async fn permit(&self, label: &str) -> Result<SemaphorePermit<'_>> {
         self.limit
             .acquire()
             .await
             .map_err(|e| failure(label, e.to_string()))
     }
 
-    fn error(&self, label: &str, e: object_store::Error) -> Error {
+    pub(super) fn error(&self, label: &str, e: object_store::Error) -> Error {
         failure(label, self.scrub(&e.to_string()))
     }
 
