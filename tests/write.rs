@@ -465,6 +465,22 @@ fn writable_daemon(
     (child, mountpoint, log)
 }
 
+/// What a failing test must not leave behind: the mount at `.0` (unmounted lazily) and
+/// its daemon, process `.1` (ended by its own PID while that process is still the
+/// daemon of that mountpoint).
+struct Cleanup(PathBuf, u32);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        force_unmount(&self.0);
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", self.1)).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&*self.0.to_string_lossy()) {
+            // SAFETY: a signal to a process this test started, by its PID.
+            unsafe { libc::kill(self.1 as i32, libc::SIGKILL) };
+        }
+    }
+}
+
 /// Unmount `mountpoint` even when its daemon is gone (`umount -l` of a dead connection).
 fn force_unmount(mountpoint: &Path) {
     if common::mount::mounted(mountpoint) {
@@ -512,6 +528,7 @@ fn a_daemon_killed_in_a_commit_leaves_every_chunk_old_or_new_and_its_staging_is_
             &[("ZARRFS_FAULT", &fault)],
             &[],
         );
+        let _cleanup = Cleanup(mountpoint.clone(), child.id());
         let file = mountpoint.join("codecs/zstd_3");
         let f = std::fs::OpenOptions::new()
             .write(true)
@@ -544,6 +561,7 @@ fn a_daemon_killed_in_a_commit_leaves_every_chunk_old_or_new_and_its_staging_is_
         );
         // The next mount with the same staging folder names what was never committed.
         let (mut child, mountpoint, log) = writable_daemon(&store, tmp.path(), &staging, &[], &[]);
+        let _cleanup = Cleanup(mountpoint.clone(), child.id());
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let reported = text
             .lines()
@@ -1160,6 +1178,7 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
         &[("ZARRFS_FAULT", &fault)],
         &["-o", &options],
     );
+    let _cleanup = Cleanup(mountpoint.clone(), child.id());
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(mountpoint.join(victim))
