@@ -1221,3 +1221,84 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
     );
     assert!(out.contains(" 0 failures"), "{out}");
 }
+
+/// The extended attribute `name` of `path`, as text.
+fn xattr(path: &Path, name: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("path");
+    let c_name = std::ffi::CString::new(name).expect("name");
+    let mut buf = vec![0u8; 256];
+    // SAFETY: NUL-terminated strings and a buffer of the length given, all alive.
+    let n = unsafe {
+        libc::getxattr(
+            c_path.as_ptr(),
+            c_name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    assert!(
+        n >= 0,
+        "getxattr {name}: {}",
+        std::io::Error::last_os_error()
+    );
+    String::from_utf8_lossy(&buf[..n as usize]).into_owned()
+}
+
+#[test]
+fn rewriting_one_chunk_row_writes_only_its_chunks_as_bytes_written_counts() {
+    let m = Manifest::load();
+    let tmp = TempDir::new("write-row");
+    let store = tmp.path().join("v3");
+    copy_dir(&m.store_dir("v3"), &store);
+    let staging = tmp.path().join("staging");
+    let chunks = store.join("codecs/zstd_3/c");
+    let files = |dir: &Path| -> std::collections::BTreeMap<String, Vec<u8>> {
+        let mut out = std::collections::BTreeMap::new();
+        for row in std::fs::read_dir(dir).expect("ls c") {
+            let row = row.expect("entry").path();
+            for f in std::fs::read_dir(&row).expect("ls row") {
+                let f = f.expect("entry").path();
+                let name = f.strip_prefix(dir).expect("under c").display().to_string();
+                out.insert(name, std::fs::read(&f).expect("chunk"));
+            }
+        }
+        out
+    };
+    let before = files(&chunks);
+    let mount = Mount::new(
+        &store,
+        &[
+            "--writable",
+            "--write-staging",
+            staging.to_str().expect("utf-8"),
+        ],
+    );
+    let file = mount.path("codecs/zstd_3");
+    assert_eq!(xattr(&file, "user.zarrfs.bytes_written"), "0");
+    // 20 x 30 int32 in 8 x 16 chunks: rows 8..16 are chunk row 1, two chunks.
+    let row: Vec<u8> = (0..8 * 30)
+        .flat_map(|i: i32| (i * 3 + 1).to_le_bytes())
+        .collect();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .expect("open");
+    f.write_all_at(&row, 8 * 30 * 4).expect("pwrite");
+    drop(f);
+    let written: u64 = xattr(&file, "user.zarrfs.bytes_written")
+        .parse()
+        .expect("a number");
+    drop(mount);
+    let after = files(&chunks);
+    let changed: Vec<&String> = after
+        .keys()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
+    assert_eq!(changed, ["1/0", "1/1"], "only chunk row 1 is rewritten");
+    let sizes: u64 = changed.iter().map(|k| after[*k].len() as u64).sum();
+    assert_eq!(
+        written, sizes,
+        "bytes written are those two chunks' objects"
+    );
+}

@@ -120,6 +120,9 @@ pub struct ZarrFs {
     writes: Option<crate::write::Writes>,
     /// What each commit's message starts with.
     commit_prefix: String,
+    /// Encoded chunk bytes each array's commits put into the store since the mount
+    /// (`user.zarrfs.bytes_written`).
+    bytes_written: Mutex<HashMap<String, u64>>,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -182,6 +185,7 @@ impl ZarrFs {
                 .commit_message
                 .clone()
                 .unwrap_or_else(|| "zarrfs".into()),
+            bytes_written: Mutex::new(HashMap::new()),
             hierarchy,
         }
     }
@@ -830,6 +834,11 @@ impl ZarrFs {
                     attrs.push(("user.zarrfs.bytes_fetched".into(), fetched));
                 }
                 attrs.push(("user.zarrfs.views".into(), self.views_report(path)));
+                // Chunk bytes this mount's commits put into the store for the array.
+                if self.writes.is_some() {
+                    let written = self.bytes_written.lock().get(path).copied().unwrap_or(0);
+                    attrs.push(("user.zarrfs.bytes_written".into(), written.to_string()));
+                }
                 Ok(attrs)
             }
             _ => Ok(vec![]),

@@ -325,6 +325,11 @@ impl ZarrFs {
             );
         })?;
         staged.set_conflicted(false);
+        *self
+            .bytes_written
+            .lock()
+            .entry(path.to_string())
+            .or_default() += done.bytes_put;
         log::info!(
             "/{path}: committed {} staged bytes: {} chunks written ({} bytes), {} deleted{}",
             done.staged_bytes,
