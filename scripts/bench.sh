@@ -39,6 +39,10 @@
 #        i  decode limit, direct-IO reads, materialized warm re-reads, eight concurrent
 #           readers in each mode against eight `zarrfs cat` (scripts/bench_io.sh;
 #           BENCH_IO=0 skips it)
+#        w  writing the zstd array whole through a `--writable` mount and `zarrfs
+#           write`, against zarr-python 3 and tensorstore writing the same bytes, and
+#           the bytes one chunk row's rewrite puts (scripts/bench_write.sh; BENCH_WRITE=0
+#           skips it)
 #        r  remote: the arrays served by s3s-fs behind a proxy adding 20 ms per
 #           request (scripts/bench_remote.sh; BENCH_REMOTE=0 skips it)
 #   5. scripts/bench_report.py prints the table with the acceptance ratios (PASS/FAIL)
@@ -397,6 +401,11 @@ if [ "${BENCH_IO:-1}" != 0 ]; then
 fi
 
 # ---------------------------------------------------------------- remote (r)
+if [ "${BENCH_WRITE:-1}" != 0 ]; then
+    # shellcheck source=scripts/bench_write.sh
+    source scripts/bench_write.sh
+fi
+
 if [ "${BENCH_REMOTE:-1}" != 0 ]; then
     # shellcheck source=scripts/bench_remote.sh
     source scripts/bench_remote.sh

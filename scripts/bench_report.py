@@ -353,6 +353,29 @@ def icechunk_section(raw: Raw, add) -> list[str]:
         "icechunk + zarr-python")
 
 
+def write_section(raw: Raw, nbytes: int, add) -> list[str]:
+    """The write table (w.* keys of scripts/bench_write.sh); adds its criteria."""
+    lines = ["## Writing a 1 GiB array", "",
+             "The zstd array (float32, 16 x 256 x 256 chunks, zstd 3) written whole from the "
+             "plain file in the page cache into an empty copy of it; medians.", ""]
+    names = {"mount": "`dd bs=1M` into a `--writable` mount (close included)",
+             "cli": "`zarrfs write --from`", "zarr": "zarr-python 3",
+             "tensorstore": "tensorstore"}
+    rows = [[label, fmt_spread(raw, f"w.{key}", nbytes)] for key, label in names.items()]
+    lines += table(["writer", "seconds (MB/s)"], rows)
+    lines.append("")
+    fastest = [raw.num(f"w.{k}") for k in ("zarr", "tensorstore")]
+    fastest = min((s for s in fastest if s is not None), default=None)
+    for key in ("mount", "cli"):
+        t = raw.num(f"w.{key}")
+        add(f"(w) {key} write / faster of zarr-python and tensorstore (speed)",
+            None if t is None or fastest is None else fastest / t, 1.5, True)
+    written, chunks = raw.num("w.row.written"), raw.num("w.row.chunks")
+    add("(w) bytes written for one chunk row / its chunk objects' size",
+        None if written is None or not chunks else written / chunks, 1.0, False)
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -567,6 +590,8 @@ def main() -> int:
         lines += b2b_section(raw, nbytes, add, tput)
     if raw.nums("i.limit.zstd"):
         lines += io_section(raw, nbytes, add, tput)
+    if raw.nums("w.mount"):
+        lines += write_section(raw, nbytes, add)
     if raw.num("r.meta.latency_ms") is not None:
         lines += remote_section(raw, nbytes, add, tput, cache_bytes)
     lines.append("## Acceptance")
