@@ -32,32 +32,150 @@ pub struct Committed {
     pub shape: Option<Vec<u64>>,
 }
 
-/// Put chunk `chunk` (decoded) at `key`, encoded, on the condition `expected`; or
-/// delete it when it is all fill value (`fill`), unless the fill value is `null` (a v2
-/// array with none: readers differ on what a missing chunk holds, so it is kept).
-fn put_or_delete(
-    chain: &CodecChain,
-    change: &mut dyn Change,
-    (key, expected): (&str, Expected),
-    chunk: Vec<u8>,
-    (fill, null_fill): (&[u8], bool),
-    done: &mut Committed,
-) -> Result<()> {
-    if !null_fill && all_fill(&chunk, fill) {
-        if expected != Expected::Absent {
-            super::fault::before_put();
-            change.delete(key, &expected)?;
-            done.chunks_deleted += 1;
-        }
-        return Ok(());
+/// Threads that prepare chunks of one commit, at most.
+const MAX_WORKERS: usize = 8;
+
+/// What preparing a chunk needs.
+struct Prepare<'a> {
+    meta: &'a ArrayMetadata,
+    store: &'a dyn Store,
+    chain: &'a CodecChain,
+    repr: &'a UnitRepr,
+    geometry: &'a Geometry,
+    element: &'a ElementLayout<'a>,
+    ranges: &'a [std::ops::Range<u64>],
+    staged: &'a Staged,
+    fill: &'a [u8],
+}
+
+/// A chunk ready to be written: its key, what the store is expected to hold there, and
+/// its encoded bytes (`None`: it is all fill value, to be deleted).
+struct Prepared {
+    key: String,
+    expected: Expected,
+    encoded: Option<Vec<u8>>,
+}
+
+/// Prepare the chunks `batch` on up to `workers` threads, in order.
+fn prepare_batch(ctx: &Prepare, batch: &[Vec<u64>], workers: usize) -> Vec<Result<Prepared>> {
+    if workers <= 1 || batch.len() <= 1 {
+        return batch.iter().map(|u| prepare(ctx, u)).collect();
     }
-    let encoded = chain
+    let mut out: Vec<Option<Result<Prepared>>> = batch.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers.min(batch.len()))
+            .map(|w| {
+                scope.spawn(move || {
+                    batch
+                        .iter()
+                        .enumerate()
+                        .skip(w)
+                        .step_by(workers)
+                        .map(|(i, u)| (i, prepare(ctx, u)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for handle in handles {
+            match handle.join() {
+                Ok(done) => {
+                    for (i, prepared) in done {
+                        out[i] = Some(prepared);
+                    }
+                }
+                Err(_) => {
+                    // A panic in a codec fails the chunks that thread had (below).
+                }
+            }
+        }
+    });
+    out.into_iter()
+        .zip(batch)
+        .map(|(p, u)| {
+            p.unwrap_or_else(|| {
+                Err(Error::Internal(format!(
+                    "{}: preparing chunk {u:?} failed",
+                    ctx.meta.meta_key
+                )))
+            })
+        })
+        .collect()
+}
+
+/// Chunk `u` as the staged bytes make it: read (unless written whole), patched, and
+/// encoded, or marked for deletion when it is all fill value.
+fn prepare(ctx: &Prepare, u: &[u64]) -> Result<Prepared> {
+    let key = ctx.meta.chunk_key(u);
+    let item = ctx.element.item as u64;
+    let read_staged = |at: u64, buf: &mut [u8]| ctx.staged.read_at(at, buf);
+    // A chunk written whole is not read (only its version is asked for).
+    let (mut chunk, expected) = if fully_written(ctx.geometry, u, item, ctx.staged)? {
+        let expected = match ctx.store.head(&key)? {
+            Some(head) => Expected::At(head.version),
+            None => Expected::Absent,
+        };
+        (ctx.repr.filled()?.into_fixed()?, expected)
+    } else {
+        match ctx.store.read(&key, None)? {
+            Some(value) => {
+                let data = ctx.chain.decode(value.bytes).map_err(|e| e.at_key(&key))?;
+                let bytes = match data {
+                    UnitData::Fill(_) => ctx.repr.filled()?.into_fixed()?,
+                    data => data.into_fixed()?,
+                };
+                (bytes, Expected::At(value.version))
+            }
+            None => (ctx.repr.filled()?.into_fixed()?, Expected::Absent),
+        }
+    };
+    if chunk.len() != ctx.repr.fixed_len()? {
+        return Err(Error::corrupt(&key, "decoded chunk has the wrong size"));
+    }
+    patch_chunk(
+        ctx.geometry,
+        u,
+        ctx.element,
+        ctx.ranges,
+        &read_staged,
+        &mut chunk,
+    )?;
+    // A chunk of a v2 array with no fill value (`null`) is never deleted: readers
+    // differ on what a missing one holds.
+    if !ctx.meta.fill_json.is_null() && all_fill(&chunk, ctx.fill) {
+        return Ok(Prepared {
+            key,
+            expected,
+            encoded: None,
+        });
+    }
+    let encoded = ctx
+        .chain
         .encode(UnitData::Fixed(chunk))
-        .map_err(|e| e.at_key(key))?;
-    super::fault::before_put();
-    change.put(key, &encoded, &expected)?;
-    done.chunks_put += 1;
-    done.bytes_put += encoded.len() as u64;
+        .map_err(|e| e.at_key(&key))?;
+    Ok(Prepared {
+        key,
+        expected,
+        encoded: Some(encoded),
+    })
+}
+
+/// Write a prepared chunk through `change`: put it, or delete it (when it was there).
+fn apply(p: Prepared, change: &mut dyn Change, done: &mut Committed) -> Result<()> {
+    match p.encoded {
+        None => {
+            if p.expected != Expected::Absent {
+                super::fault::before_put();
+                change.delete(&p.key, &p.expected)?;
+                done.chunks_deleted += 1;
+            }
+        }
+        Some(encoded) => {
+            super::fault::before_put();
+            change.put(&p.key, &encoded, &p.expected)?;
+            done.chunks_put += 1;
+            done.bytes_put += encoded.len() as u64;
+        }
+    }
     Ok(())
 }
 
@@ -161,7 +279,6 @@ pub fn commit(
         let (first, last) = (r.start / item as u64, r.end.div_ceil(item as u64));
         chunks.extend(geometry.units(first, last, usize::MAX));
     }
-    let read_staged = |at: u64, buf: &mut [u8]| staged.read_at(at, buf);
     let mut done = Committed {
         staged_bytes: ranges.iter().map(|r| r.end - r.start).sum(),
         ..Committed::default()
@@ -173,49 +290,28 @@ pub fn commit(
         reshape::rewrite_shape(meta, store, change, &shape)?;
         done.shape = Some(shape.clone());
     }
-    for u in chunks {
-        let key = meta.chunk_key(&u);
-        // A chunk written whole is not read (only its version is asked for).
-        if fully_written(&geometry, &u, item as u64, staged)? {
-            let expected = match store.head(&key)? {
-                Some(head) => Expected::At(head.version),
-                None => Expected::Absent,
-            };
-            let mut chunk = repr.filled()?.into_fixed()?;
-            patch_chunk(&geometry, &u, &element, &ranges, &read_staged, &mut chunk)?;
-            put_or_delete(
-                &chain,
-                &mut *change,
-                (&key, expected),
-                chunk,
-                (&fill, meta.fill_json.is_null()),
-                &mut done,
-            )?;
-            continue;
+    // Chunks are prepared (read, patched, encoded) a batch at a time on several threads,
+    // and put one by one in their order, so a commit uses the cores as the libraries'
+    // writers do while its store writes stay in order (and its memory one batch).
+    let ctx = Prepare {
+        meta,
+        store,
+        chain: &chain,
+        repr: &repr,
+        geometry: &geometry,
+        element: &element,
+        ranges: &ranges,
+        staged,
+        fill: &fill,
+    };
+    let chunks: Vec<Vec<u64>> = chunks.into_iter().collect();
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_WORKERS);
+    for batch in chunks.chunks(workers * 2) {
+        for prepared in prepare_batch(&ctx, batch, workers) {
+            apply(prepared?, &mut *change, &mut done)?;
         }
-        let (mut chunk, expected) = match store.read(&key, None)? {
-            Some(value) => {
-                let data = chain.decode(value.bytes).map_err(|e| e.at_key(&key))?;
-                let bytes = match data {
-                    UnitData::Fill(_) => repr.filled()?.into_fixed()?,
-                    data => data.into_fixed()?,
-                };
-                (bytes, Expected::At(value.version))
-            }
-            None => (repr.filled()?.into_fixed()?, Expected::Absent),
-        };
-        if chunk.len() != repr.fixed_len()? {
-            return Err(Error::corrupt(&key, "decoded chunk has the wrong size"));
-        }
-        patch_chunk(&geometry, &u, &element, &ranges, &read_staged, &mut chunk)?;
-        put_or_delete(
-            &chain,
-            &mut *change,
-            (&key, expected),
-            chunk,
-            (&fill, meta.fill_json.is_null()),
-            &mut done,
-        )?;
     }
     if shape != meta.shape && !change.all_or_nothing() {
         // A shrink drops the chunks wholly past the new end; the document follows the
