@@ -63,6 +63,13 @@ def store_files(store: str) -> dict:
     return out
 
 
+def read_digest(spec: dict) -> str:
+    """The digest of the array of `spec` as this zarr-python reads it, laid out as the
+    mount's file."""
+    a = np.asarray(open_array(spec["store"], spec["path"])[...])
+    return sha256(file_bytes(a, spec["order"], spec["endian"]))
+
+
 def chunk_shape(z) -> tuple:
     """The shape of the stored chunk objects (the shard of a sharded array)."""
     meta = z.metadata
@@ -245,8 +252,7 @@ def check(plan_path: str, data_only: bool) -> int:
     failures = []
     for spec in plan["arrays"]:
         try:
-            a = np.asarray(open_array(spec["store"], spec["path"])[...])
-            got = sha256(file_bytes(a, spec["order"], spec["endian"]))
+            got = read_digest(spec)
         except Exception as e:  # noqa: BLE001 - every failure is reported
             failures.append(f"{spec['store']} {spec['path']}: {type(e).__name__}: {e}")
             continue
@@ -279,8 +285,7 @@ def agree(plan_path: str, out_path: str) -> None:
     kept = []
     for spec in plan["arrays"]:
         try:
-            a = np.asarray(open_array(spec["store"], spec["path"])[...])
-            same = sha256(file_bytes(a, spec["order"], spec["endian"])) == spec["original"]
+            same = read_digest(spec) == spec["original"]
         except Exception as e:  # noqa: BLE001 - named and left out
             print(f"check_written: left out {spec['path']}: zarr {zarr.__version__} cannot read it ({e})")
             continue

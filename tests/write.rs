@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use common::mount::Mount;
 use common::{copy_dir, fixtures::is_unsupported, venv_python, Manifest, TempDir};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 /// Arrays of `store` in the manifest that have a flat file (fixed-size elements).
 fn fixed_arrays<'a>(m: &'a Manifest, store: &str) -> Vec<&'a Value> {
@@ -110,18 +109,7 @@ fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python() {
         let endian_flag = if endian == "big" { "big" } else { "little" };
         for (name, dir) in &stores {
             let staging = tmp.path().join(format!("staging-{name}"));
-            let mount = Mount::new(
-                dir,
-                &[
-                    "--writable",
-                    "--write-staging",
-                    staging.to_str().expect("utf-8 path"),
-                    "--order",
-                    order,
-                    "--endian",
-                    endian_flag,
-                ],
-            );
+            let mount = writable(dir, &staging, &["--order", order, "--endian", endian_flag]);
             let mut failures = Vec::new();
             for (k, a) in planned.iter().enumerate() {
                 if a["store"].as_str() != dir.to_str() {
@@ -160,7 +148,9 @@ fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python() {
                 let size = a["size"].as_u64().expect("size");
                 let mut back = vec![0u8; size as usize];
                 match f.read_exact_at(&mut back, 0) {
-                    Ok(()) if sha(&back) == a["written"] || a["written"] != a["sha256"] => {}
+                    Ok(())
+                        if common::sha256(&back) == a["written"] || a["written"] != a["sha256"] => {
+                    }
                     Ok(()) => {
                         failures.push(format!("{name} {path}: read back before close differs"))
                     }
@@ -169,7 +159,9 @@ fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python() {
                 drop(f);
                 // And a new open after the close.
                 match std::fs::read(&file) {
-                    Ok(back) if sha(&back) == a["sha256"] || sha(&back) == a["written"] => {}
+                    Ok(back)
+                        if common::sha256(&back) == a["sha256"]
+                            || common::sha256(&back) == a["written"] => {}
                     Ok(_) => failures.push(format!("{name} {path}: read after close differs")),
                     Err(e) => failures.push(format!("{name} {path}: read after close: {e}")),
                 }
@@ -252,18 +244,7 @@ fn cat_appends_rows_and_truncate_cuts_them_read_back_by_zarr_python() {
         assert_eq!(planned.len(), cases.len(), "every case planned");
         for dir in &stores {
             let staging = tmp.path().join("staging");
-            let mount = Mount::new(
-                dir,
-                &[
-                    "--writable",
-                    "--write-staging",
-                    staging.to_str().expect("utf-8"),
-                    "--order",
-                    order,
-                    "--endian",
-                    endian,
-                ],
-            );
+            let mount = writable(dir, &staging, &["--order", order, "--endian", endian]);
             for a in planned
                 .iter()
                 .filter(|a| a["store"].as_str() == dir.to_str())
@@ -297,7 +278,7 @@ fn cat_appends_rows_and_truncate_cuts_them_read_back_by_zarr_python() {
                 let back = std::fs::read(&file).expect("read after resize");
                 assert_eq!(back.len() as u64, new_size, "{path}: size after {shell}");
                 assert_eq!(
-                    sha(&back),
+                    common::sha256(&back),
                     a["resized"],
                     "{path} ({order}, {endian}): read after {shell}"
                 );
@@ -346,16 +327,7 @@ fn a_writable_mount_takes_whole_rows_only_and_refuses_views() {
     let store = tmp.path().join("v3");
     copy_dir(&m.store_dir("v3"), &store);
     let staging = tmp.path().join("staging");
-    let mount = Mount::new(
-        &store,
-        &[
-            "--writable",
-            "--views",
-            "raw,npy",
-            "--write-staging",
-            staging.to_str().expect("utf-8"),
-        ],
-    );
+    let mount = writable(&store, &staging, &["--views", "raw,npy"]);
     // 20 x 30 int32: rows of 120 bytes.
     let a = "codecs/zstd_3";
     let file = mount.path(a);
@@ -416,17 +388,21 @@ fn a_writable_mount_takes_whole_rows_only_and_refuses_views() {
     assert!(log.contains("passes the end of the file"), "{log}");
 }
 
+/// A `--writable` mount of `store`, staging in `staging`, with `extra` flags.
+fn writable(store: &Path, staging: &Path, extra: &[&str]) -> Mount {
+    let mut args = vec![
+        "--writable",
+        "--write-staging",
+        staging.to_str().expect("utf-8 path"),
+    ];
+    args.extend_from_slice(extra);
+    Mount::new(store, &args)
+}
+
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-        .collect()
-}
-
-fn sha(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
         .collect()
 }
 
@@ -580,16 +556,7 @@ fn a_second_writer_of_an_array_waits_for_the_first_or_fails_with_ebusy() {
     let store = tmp.path().join("v3");
     copy_dir(&m.store_dir("v3"), &store);
     let staging = tmp.path().join("staging");
-    let mount = Mount::new(
-        &store,
-        &[
-            "--writable",
-            "--write-staging",
-            staging.to_str().expect("utf-8"),
-            "--write-wait",
-            "1s",
-        ],
-    );
+    let mount = writable(&store, &staging, &["--write-wait", "1s"]);
     let file = mount.path("codecs/zstd_3");
     let open = |f: &Path| std::fs::OpenOptions::new().write(true).open(f);
     let first = open(&file).expect("first writer");
@@ -600,6 +567,17 @@ fn a_second_writer_of_an_array_waits_for_the_first_or_fails_with_ebusy() {
     // Another array is not held up, nor are readers of this one.
     drop(open(&mount.path("codecs/gzip_1")).expect("a writer of another array"));
     assert_eq!(std::fs::read(&file).expect("a reader").len(), 2400);
+    drop(first);
+    drop(mount);
+    // A writer that waits gets the array once the first closes. Its mount waits long
+    // enough for that close on a busy machine too.
+    let mount = writable(
+        &store,
+        &tmp.path().join("staging-2"),
+        &["--write-wait", "60s"],
+    );
+    let file = mount.path("codecs/zstd_3");
+    let first = open(&file).expect("first writer");
     let waiter = {
         let file = file.clone();
         std::thread::spawn(move || open(&file).map(drop))
@@ -637,14 +615,7 @@ fn a_full_staging_folder_fails_the_write_with_enospc() {
     }
     let _tmpfs = Unmount(staging.clone());
     let before = std::fs::read(store.join("field/zarr.json")).expect("metadata");
-    let mount = Mount::new(
-        &store,
-        &[
-            "--writable",
-            "--write-staging",
-            staging.to_str().expect("utf-8"),
-        ],
-    );
+    let mount = writable(&store, &staging, &[]);
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(mount.path("field"))
@@ -676,14 +647,7 @@ fn a_shared_writable_mmap_of_numpy_is_committed_and_read_by_zarr_python() {
                 z = zarr.open_array(store=sys.argv[1], path='codecs/zstd_3', mode='r')\n\
                 np.save(sys.argv[2], z[...])";
     common::run_python(&zarr3, "save", code, [store.as_os_str(), old.as_os_str()]);
-    let mount = Mount::new(
-        &store,
-        &[
-            "--writable",
-            "--write-staging",
-            staging.to_str().expect("utf-8"),
-        ],
-    );
+    let mount = writable(&store, &staging, &[]);
     let code = "import sys, numpy as np\n\
                 m = np.memmap(sys.argv[1], dtype='<i4', mode='r+', shape=(20, 30))\n\
                 m[3, :] = 42\n\
@@ -851,14 +815,7 @@ fn mkdir_makes_a_group_rmdir_removes_an_empty_one_and_rm_removes_an_array_seen_b
         let dir = tmp.path().join(store);
         copy_dir(&m.store_dir(store), &dir);
         let staging = tmp.path().join(format!("staging-{store}"));
-        let mount = Mount::new(
-            &dir,
-            &[
-                "--writable",
-                "--write-staging",
-                staging.to_str().expect("utf-8"),
-            ],
-        );
+        let mount = writable(&dir, &staging, &[]);
         std::fs::create_dir(mount.path("made")).expect("mkdir");
         std::fs::create_dir(mount.path("made/inner")).expect("mkdir in the new group");
         assert!(mount.path("made/inner").is_dir());
@@ -926,16 +883,7 @@ fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
     let first = common::run_python(&icechunk, "make", code, [repo.as_os_str()]);
     let first = first.trim().to_string();
     let staging = tmp.path().join("staging");
-    let mount = Mount::new(
-        &repo,
-        &[
-            "--writable",
-            "--write-staging",
-            staging.to_str().expect("utf-8"),
-            "--commit-message",
-            "from a test",
-        ],
-    );
+    let mount = writable(&repo, &staging, &["--commit-message", "from a test"]);
     let file = mount.path("a");
     let write_at = |offset: u64, bytes: &[u8]| {
         let f = std::fs::OpenOptions::new()
@@ -963,16 +911,7 @@ fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
     assert_eq!(std::fs::metadata(&file).expect("stat").len(), 10 * 6 * 4);
     drop(mount);
     // A tag stays read-only.
-    let tagged = Mount::new(
-        &repo,
-        &[
-            "--writable",
-            "--ref",
-            "v1",
-            "--write-staging",
-            staging.to_str().expect("utf-8"),
-        ],
-    );
+    let tagged = writable(&repo, &staging, &["--ref", "v1"]);
     let e = std::fs::OpenOptions::new()
         .write(true)
         .open(tagged.path("a"))
@@ -1014,14 +953,7 @@ fn a_sidecar_written_back_with_new_attributes_rewrites_them_and_nothing_else_may
         let dir = tmp.path().join(store);
         copy_dir(&m.store_dir(store), &dir);
         let staging = tmp.path().join(format!("staging-{store}"));
-        let mount = Mount::new(
-            &dir,
-            &[
-                "--writable",
-                "--write-staging",
-                staging.to_str().expect("utf-8"),
-            ],
-        );
+        let mount = writable(&dir, &staging, &[]);
         let (folder, name) = array.split_once('/').expect("a path in a group");
         let sidecar = mount.path(&format!("{folder}/.{name}.json"));
         let mut doc: Value =
@@ -1128,16 +1060,7 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
     let plan: Value =
         serde_json::from_slice(&std::fs::read(&plan_path).expect("plan")).expect("json");
     let staging = tmp.path().join("staging");
-    let mount = Mount::new(
-        Path::new("s3://bkt/v3"),
-        &[
-            "-o",
-            &options,
-            "--writable",
-            "--write-staging",
-            staging.to_str().expect("utf-8"),
-        ],
-    );
+    let mount = writable(Path::new("s3://bkt/v3"), &staging, &["-o", &options]);
     for a in plan["arrays"].as_array().expect("arrays") {
         let path = a["path"].as_str().expect("path");
         let f = std::fs::OpenOptions::new()
@@ -1156,7 +1079,7 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
         drop(f);
         let back = std::fs::read(mount.path(path)).expect("read after the commit");
         assert!(
-            sha(&back) == a["sha256"] || sha(&back) == a["written"],
+            common::sha256(&back) == a["sha256"] || common::sha256(&back) == a["written"],
             "{path}: read after the commit"
         );
     }
@@ -1222,29 +1145,6 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
     assert!(out.contains(" 0 failures"), "{out}");
 }
 
-/// The extended attribute `name` of `path`, as text.
-fn xattr(path: &Path, name: &str) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("path");
-    let c_name = std::ffi::CString::new(name).expect("name");
-    let mut buf = vec![0u8; 256];
-    // SAFETY: NUL-terminated strings and a buffer of the length given, all alive.
-    let n = unsafe {
-        libc::getxattr(
-            c_path.as_ptr(),
-            c_name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    assert!(
-        n >= 0,
-        "getxattr {name}: {}",
-        std::io::Error::last_os_error()
-    );
-    String::from_utf8_lossy(&buf[..n as usize]).into_owned()
-}
-
 #[test]
 fn rewriting_one_chunk_row_writes_only_its_chunks_as_bytes_written_counts() {
     let m = Manifest::load();
@@ -1266,16 +1166,12 @@ fn rewriting_one_chunk_row_writes_only_its_chunks_as_bytes_written_counts() {
         out
     };
     let before = files(&chunks);
-    let mount = Mount::new(
-        &store,
-        &[
-            "--writable",
-            "--write-staging",
-            staging.to_str().expect("utf-8"),
-        ],
-    );
+    let mount = writable(&store, &staging, &[]);
     let file = mount.path("codecs/zstd_3");
-    assert_eq!(xattr(&file, "user.zarrfs.bytes_written"), "0");
+    assert_eq!(
+        common::xattr(&file, "user.zarrfs.bytes_written").expect("user.zarrfs.bytes_written"),
+        "0"
+    );
     // 20 x 30 int32 in 8 x 16 chunks: rows 8..16 are chunk row 1, two chunks.
     let row: Vec<u8> = (0..8 * 30)
         .flat_map(|i: i32| (i * 3 + 1).to_le_bytes())
@@ -1286,7 +1182,8 @@ fn rewriting_one_chunk_row_writes_only_its_chunks_as_bytes_written_counts() {
         .expect("open");
     f.write_all_at(&row, 8 * 30 * 4).expect("pwrite");
     drop(f);
-    let written: u64 = xattr(&file, "user.zarrfs.bytes_written")
+    let written: u64 = common::xattr(&file, "user.zarrfs.bytes_written")
+        .expect("user.zarrfs.bytes_written")
         .parse()
         .expect("a number");
     drop(mount);

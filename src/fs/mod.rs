@@ -118,6 +118,9 @@ pub struct ZarrFs {
     per_inode: OnceLock<Weak<dyn PerInode>>,
     /// The staged writes of a writable mount.
     writes: Option<crate::write::Writes>,
+    /// What writes the store, on a writable mount whose store takes writes (asked of the
+    /// store once: `getattr` asks whether the mount is writable).
+    writer: Option<Arc<dyn crate::store::write::Writer>>,
     /// What each commit's message starts with.
     commit_prefix: String,
     /// Encoded chunk bytes each array's commits put into the store since the mount
@@ -181,6 +184,10 @@ impl ZarrFs {
             absent: Mutex::new(HashMap::new()),
             per_inode: OnceLock::new(),
             writes: Self::writes_of(&options),
+            writer: options
+                .staging
+                .as_ref()
+                .and_then(|_| hierarchy.store().writer()),
             commit_prefix: options
                 .commit_message
                 .clone()

@@ -10,12 +10,13 @@ use super::handles::Handle;
 use super::inode::Node;
 use super::ZarrFs;
 use crate::error::{Error, Result};
+use crate::store::write::{Change, Writer};
 use crate::write::{reshape, Staged, Writes};
 
 impl ZarrFs {
     /// Whether the mount takes writes (`--writable` on a store that can be written).
     pub fn writable(&self) -> bool {
-        self.writes.is_some() && self.hierarchy.store().writer().is_some()
+        self.writes.is_some() && self.writer.is_some()
     }
 
     /// Why nothing at all can be written here, when that is so.
@@ -23,7 +24,7 @@ impl ZarrFs {
         if self.writes.is_none() {
             return Some(Error::ReadOnly);
         }
-        if self.hierarchy.store().writer().is_none() {
+        if self.writer.is_none() {
             return Some(Error::NotWritable {
                 key: what.to_string(),
                 reason: "the store takes no writes (an archive, a reference set, a web \\
@@ -45,9 +46,48 @@ impl ZarrFs {
         }
     }
 
-    /// What a commit's message starts with (`--commit-message`).
-    fn commit_message(&self) -> &str {
-        &self.commit_prefix
+    /// The store's writer (a mount that takes writes), or why there is none.
+    fn writer_for(&self, what: &str) -> Result<Arc<dyn Writer>> {
+        match self.write_refused(what) {
+            Some(e) => Err(e),
+            None => self.writer.clone().ok_or(Error::ReadOnly),
+        }
+    }
+
+    /// Make one change of the store through `writer` with `make`, then finish it with
+    /// the message `message` gives (prefixed with `--commit-message`).
+    fn change<T>(
+        &self,
+        writer: &dyn Writer,
+        make: impl FnOnce(&mut dyn Change) -> Result<T>,
+        message: impl FnOnce(&T) -> String,
+    ) -> Result<T> {
+        let mut change = writer.begin()?;
+        let made = make(change.as_mut())?;
+        change.finish(&format!("{}: {}", self.commit_prefix, message(&made)))?;
+        Ok(made)
+    }
+
+    /// The inodes of the files (not folders) at or below `path`: the kernel is to drop
+    /// what it holds of them once their node changed.
+    fn file_inodes_under(&self, path: &str) -> Vec<u64> {
+        self.inodes
+            .under(path)
+            .into_iter()
+            .filter(|ino| {
+                self.entry(*ino)
+                    .is_ok_and(|e| !matches!(e.node, Node::Dir(_)))
+            })
+            .collect()
+    }
+
+    /// The array at `path`'s chunks were rewritten: units its loaded content decoded
+    /// before are not served again (nothing is loaded for it here).
+    fn forget_decoded(&self, path: &str) {
+        let loaded = self.flats.lock().get(path).map(|(_, c)| c.clone());
+        if let Some(v) = loaded.as_deref().and_then(|c| c.view()) {
+            self.cache.forget_array(v.array().rewritten());
+        }
     }
 
     /// Whether open file `fh` was opened for writing.
@@ -277,9 +317,17 @@ impl ZarrFs {
             });
         }
         let result = self.commit_path(staged.path(), staged);
-        // What was decoded for the handle's reading is not served again either.
+        // What was decoded for the handle's reading (when it is not the array's current
+        // one) is not served again either.
+        let current = self.flats.lock().get(staged.path()).map(|(_, c)| c.clone());
         if let Some(v) = h.content.view() {
-            self.cache.forget_array(v.array().rewritten());
+            let same = current
+                .as_deref()
+                .and_then(|c| c.view())
+                .is_some_and(|c| Arc::ptr_eq(c.array(), v.array()));
+            if !same {
+                self.cache.forget_array(v.array().rewritten());
+            }
         }
         result
     }
@@ -291,7 +339,7 @@ impl ZarrFs {
             return Ok(Vec::new());
         }
         let store = self.hierarchy.store().clone();
-        let writer = store.writer().ok_or(Error::ReadOnly)?;
+        let writer = self.writer_for(&format!("/{path}"))?;
         if writer.versions() {
             // The change starts from the newest version of the store.
             self.hierarchy.refresh(path)?;
@@ -299,24 +347,14 @@ impl ZarrFs {
         let (meta, _) = self.hierarchy.array_and_store(path)?;
         // One change per commit (one Icechunk commit): visible whole, or not at all
         // where the store groups changes.
-        let result = writer.begin().and_then(|mut change| {
-            let done =
-                crate::write::commit(staged, &meta, store.as_ref(), change.as_mut(), self.layout)?;
-            let message = format!(
-                "{}: /{path}: {} bytes written",
-                self.commit_message(),
-                done.staged_bytes
-            );
-            change.finish(&message)?;
-            Ok(done)
-        });
+        let result = self.change(
+            writer.as_ref(),
+            |change| crate::write::commit(staged, &meta, store.as_ref(), change, self.layout),
+            |done| format!("/{path}: {} bytes written", done.staged_bytes),
+        );
         // Chunks may have been put even when a later one failed: what was decoded
         // before is not served again.
-        if let Ok(current) = self.flat(path) {
-            if let Some(v) = current.view() {
-                self.cache.forget_array(v.array().rewritten());
-            }
-        }
+        self.forget_decoded(path);
         let done = result.inspect_err(|e| {
             staged.set_conflicted(matches!(e, Error::Conflict { .. }));
             log::warn!(
@@ -341,15 +379,7 @@ impl ZarrFs {
                 None => String::new(),
             }
         );
-        let inodes: Vec<u64> = self
-            .inodes
-            .under(path)
-            .into_iter()
-            .filter(|ino| {
-                self.entry(*ino)
-                    .is_ok_and(|e| !matches!(e.node, Node::Dir(_)))
-            })
-            .collect();
+        let inodes = self.file_inodes_under(path);
         if done.shape.is_some() || writer.versions() {
             // Its metadata changed, or the store's version: the node is read again
             // (another inode).
@@ -394,17 +424,15 @@ impl ZarrFs {
 
 impl ZarrFs {
     /// What makes or removes nodes: the store's writer, where nodes can change.
-    fn node_writer(&self, what: &str) -> Result<std::sync::Arc<dyn crate::store::write::Writer>> {
-        if let Some(e) = self.write_refused(what) {
-            return Err(e);
-        }
+    fn node_writer(&self, what: &str) -> Result<Arc<dyn Writer>> {
+        let writer = self.writer_for(what)?;
         if let Some(why) = crate::write::nodes::cannot_change_nodes(&self.hierarchy) {
             return Err(Error::NotWritable {
                 key: what.to_string(),
                 reason: why.into(),
             });
         }
-        self.hierarchy.store().writer().ok_or(Error::ReadOnly)
+        Ok(writer)
     }
 
     /// The node path of `name` in directory `parent`, checked to be a plain name.
@@ -423,9 +451,11 @@ impl ZarrFs {
         if self.hierarchy.kind_of(&path).is_some() {
             return Err(Error::Exists(format!("/{path}")));
         }
-        let mut change = writer.begin()?;
-        crate::write::nodes::make_group(&self.hierarchy, change.as_mut(), &path)?;
-        change.finish(&format!("{}: /{path}: group made", self.commit_message()))?;
+        self.change(
+            writer.as_ref(),
+            |change| crate::write::nodes::make_group(&self.hierarchy, change, &path),
+            |_| format!("/{path}: group made"),
+        )?;
         log::info!("/{path}: group made");
         self.refresh_path(&self.dir_path(parent)?)?;
         self.lookup_entry(parent, name)
@@ -441,12 +471,11 @@ impl ZarrFs {
             Some(_) => return Err(Error::Invalid(format!("/{path}: not a group"))),
             None => return Err(Error::NotFound(format!("/{path}"))),
         }
-        let mut change = writer.begin()?;
-        crate::write::nodes::remove_group(&self.hierarchy, change.as_mut(), &path)?;
-        change.finish(&format!(
-            "{}: /{path}: group removed",
-            self.commit_message()
-        ))?;
+        self.change(
+            writer.as_ref(),
+            |change| crate::write::nodes::remove_group(&self.hierarchy, change, &path),
+            |_| format!("/{path}: group removed"),
+        )?;
         log::info!("/{path}: group removed");
         self.removed(parent, &path)
     }
@@ -474,12 +503,11 @@ impl ZarrFs {
         if self.writes.as_ref().and_then(|w| w.staged(&path)).is_some() {
             return Err(Error::Busy(format!("/{path}")));
         }
-        let mut change = writer.begin()?;
-        let keys = crate::write::nodes::remove_array(&self.hierarchy, change.as_mut(), &path)?;
-        change.finish(&format!(
-            "{}: /{path}: array removed",
-            self.commit_message()
-        ))?;
+        let keys = self.change(
+            writer.as_ref(),
+            |change| crate::write::nodes::remove_array(&self.hierarchy, change, &path),
+            |_| format!("/{path}: array removed"),
+        )?;
         log::info!("/{path}: array removed ({keys} chunk keys)");
         self.removed(parent, &path)
     }
@@ -508,19 +536,13 @@ impl ZarrFs {
         let node = format!("/{path}");
         let attributes = crate::write::attributes::edited_attributes(&node, &shown, text)?;
         let writer = self.node_writer(&node)?;
-        let mut change = writer.begin()?;
-        crate::write::attributes::rewrite(&self.hierarchy, change.as_mut(), path, attributes)?;
-        change.finish(&format!("{}: {node}: attributes", self.commit_message()))?;
+        self.change(
+            writer.as_ref(),
+            |change| crate::write::attributes::rewrite(&self.hierarchy, change, path, attributes),
+            |_| format!("{node}: attributes"),
+        )?;
         log::info!("{node}: attributes rewritten");
-        let inodes: Vec<u64> = self
-            .inodes
-            .under(path)
-            .into_iter()
-            .filter(|ino| {
-                self.entry(*ino)
-                    .is_ok_and(|e| !matches!(e.node, Node::Dir(_)))
-            })
-            .collect();
+        let inodes = self.file_inodes_under(path);
         self.refresh_path(path)?;
         Ok(inodes)
     }

@@ -93,10 +93,6 @@ impl Writes {
         })
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// A writer of the array at `path` (its file `size` bytes) opens: the array's
     /// staging, made at the first. One writer at a time: another waits for it to close,
     /// up to the mount's wait, then fails with [`Error::Busy`].
@@ -153,11 +149,6 @@ impl Writes {
     /// store's bytes).
     pub fn staged(&self, path: &str) -> Option<Arc<Staged>> {
         self.staged.lock().get(path).map(|(s, _)| s.clone())
-    }
-
-    /// Whether anything is being written.
-    pub fn any(&self) -> bool {
-        !self.staged.lock().is_empty()
     }
 }
 

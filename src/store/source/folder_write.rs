@@ -17,7 +17,7 @@ use crate::store::{Store, Version};
 static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
 
 /// The suffix of the temporary files a put writes (a crash may leave one behind).
-pub const TEMP_SUFFIX: &str = ".zarrfs-tmp";
+const TEMP_SUFFIX: &str = ".zarrfs-tmp";
 
 fn io_err(key: &str, source: io::Error) -> Error {
     if source.raw_os_error() == Some(libc::ENOSPC) {

@@ -5,7 +5,6 @@
 pub mod blob;
 pub mod folder;
 mod folder_write;
-pub use folder_write::TEMP_SUFFIX;
 pub mod memory;
 #[cfg(feature = "remote")]
 pub mod remote;
