@@ -14,7 +14,7 @@ variable ZARRFS_S3_ENDPOINT: then through obstore), a group of Zarr FORMAT (2 or
 
 Once made, it waits for the file GO to exist (the reader mounts the store meanwhile).
 Then makes STEPS changes, PAUSE seconds apart, cycling through append, overwrite, add
-and delete. After each change is complete it appends one JSON line to LOG: the time
+and delete. Each change is idempotent; one the store refuses is printed to stderr and made again. After each change is complete it appends one JSON line to LOG: the time
 (time.time()), the step, what changed, and the state it left (grow's rows, over's row
 values, the extra arrays there). The first line is the state after creation.
 """
@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import time
+import traceback
 
 import numpy as np
 import zarr
@@ -66,27 +67,64 @@ def main() -> None:
             time.sleep(pause)
             kind = k % 3 if k % 6 != 5 else 3
             if kind == 0:
-                grow.append((rows * 10 + np.arange(4, dtype="int32"))[None, :], axis=0)
+                row = (rows * 10 + np.arange(4, dtype="int32"))[None, :]
+
+                def change_grow(n=rows, row=row):
+                    grow.resize((n + 1, 4))
+                    grow[n:n + 1, :] = row
+
+                step(k, change_grow)
                 rows += 1
                 change = f"grow: row {rows - 1}"
             elif kind == 1:
                 r = k % 4
-                over[r, :] = k
+
+                def change_over(r=r, k=k):
+                    over[r, :] = k
+
+                step(k, change_over)
                 values[r] = k
                 change = f"over: row {r} = {k}"
             elif kind == 2:
-                a = root.create_array(f"extra_{k}", shape=(8,), chunks=(4,), dtype="uint8", fill_value=0)
-                a[:] = k % 256
+                def make_extra(k=k):
+                    a = root.create_array(f"extra_{k}", shape=(8,), chunks=(4,), dtype="uint8", fill_value=0,
+                                          overwrite=True)
+                    a[:] = k % 256
+
+                step(k, make_extra)
                 extras.append(k)
                 change = f"extra_{k}: made"
             else:
                 gone = [e for e in extras if e <= k - 3]
+
+                def delete_extras(gone=gone):
+                    for e in gone:
+                        if f"extra_{e}" in root:
+                            del root[f"extra_{e}"]
+
+                step(k, delete_extras)
                 for e in gone:
-                    del root[f"extra_{e}"]
                     extras.remove(e)
                 change = f"deleted {gone}"
             record(k, change)
 
+
+def step(k: int, change) -> None:
+    """Make one change; each change is idempotent, so one the store failed is made again.
+
+    A store error (the test server refusing a request under load) is printed to stderr and the change
+    is tried again, up to five times: the readers' checks are of zarrfs, not of the test server.
+    """
+    for attempt in range(1, 6):
+        try:
+            change()
+            return
+        except Exception:  # noqa: BLE001 - any store error; printed, then retried or raised
+            print(f"live_writer: step {k}, attempt {attempt} failed:", file=sys.stderr)
+            traceback.print_exc()
+            if attempt == 5:
+                raise
+            time.sleep(1.0)
 
 if __name__ == "__main__":
     main()

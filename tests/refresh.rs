@@ -234,6 +234,7 @@ fn readers_follow_a_changing_store(format: &str, s3: bool, disk_cache: bool) {
     std::fs::create_dir_all(buckets.join("live")).expect("bucket");
     let server = s3.then(|| s3s_fs(&buckets, None));
     let (log, go) = (tmp.path().join("log.jsonl"), tmp.path().join("go"));
+    let writer_err = tmp.path().join("writer.err");
     let mut writer = match &server {
         Some(server) => {
             let mut c = Command::new(obstore_python());
@@ -251,6 +252,7 @@ fn readers_follow_a_changing_store(format: &str, s3: bool, disk_cache: bool) {
     .args([format, "36", "0.25"])
     .arg(&log)
     .arg(&go)
+    .stderr(std::fs::File::create(&writer_err).expect("writer's stderr"))
     .spawn()
     .expect("start live_writer.py");
     wait_until("the writer made the store", || !states(&log).is_empty());
@@ -287,7 +289,14 @@ fn readers_follow_a_changing_store(format: &str, s3: bool, disk_cache: bool) {
         stop.store(true, Ordering::Relaxed);
         status
     });
-    assert!(status.is_ok_and(|s| s.success()), "live_writer.py failed");
+    let writer_said = std::fs::read_to_string(&writer_err).unwrap_or_default();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "live_writer.py failed: {writer_said}"
+    );
+    if !writer_said.is_empty() {
+        eprintln!("live_writer.py made a change again after the store refused it:\n{writer_said}");
+    }
     let states = states(&log);
     let last = states.last().expect("states");
     // Twice the interval after the last change, a new open sees it all.
