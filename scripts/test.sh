@@ -89,6 +89,9 @@ fi
 # The pip wheel that tests/wheel.rs installs (maturin in target/venv-wheel).
 bash scripts/build-wheel.sh
 
+# zarrs' reader of whole arrays (benches/zarrs-read): the write tests read back with it.
+CARGO_TARGET_DIR=target/zarrs-read cargo build --release -q --manifest-path benches/zarrs-read/Cargo.toml
+
 cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings
 # The mount tests use the venv's Python (numpy) for memmap checks.

@@ -284,6 +284,7 @@ fn stat_of_a_text_array_of_billions_of_missing_chunks_fails_at_once() {
         staging: None,
         write_wait: Default::default(),
         commit_message: None,
+        new_defaults: Default::default(),
     };
     let fs = ZarrFs::new(h, options, "store.zarr");
     let started = std::time::Instant::now();

@@ -665,6 +665,7 @@ fn served_chunks_stay_in_the_decoded_cache_only_where_other_versions_are_shown()
             staging: None,
             write_wait: Default::default(),
             commit_message: None,
+            new_defaults: Default::default(),
         };
         let fs = ZarrFs::new(Hierarchy::open(store).expect("hierarchy"), options, "repo");
         let ino = fs.lookup(ROOT, "temperature").expect("lookup").ino;

@@ -1019,16 +1019,135 @@ fn s3_credentials() -> (&'static str, &'static str) {
     keys
 }
 
+/// Object storage under test: where the store is, how a mount reaches it, how another
+/// writer rewrites one of its objects, and how its objects come back into a folder.
+enum Bucket {
+    /// s3s-fs, whose bucket is a folder: its objects are files.
+    S3(common::servers::Server),
+    /// Azurite: its blobs are put and got over HTTP.
+    Azure(common::servers::Server),
+}
+
+impl Bucket {
+    fn url(&self) -> &'static str {
+        match self {
+            Bucket::S3(_) => "s3://bkt/v3",
+            Bucket::Azure(_) => "az://bkt/v3",
+        }
+    }
+
+    fn options(&self) -> String {
+        match self {
+            Bucket::S3(server) => format!("endpoint={},allow_http=true", server.url()),
+            Bucket::Azure(_) => "use_emulator=true".into(),
+        }
+    }
+
+    /// Ready another client to put `bytes` at `key` (below the store): what makes the
+    /// put. The client's process (Azure) is started here, before the test opens a file
+    /// of the mount: a process forked while one is open would close it at its exec, a
+    /// flush that waits for the commit the test holds.
+    fn rewriter(&self, tmp: &Path, store: &Path, key: &str, bytes: &[u8]) -> Box<dyn FnOnce()> {
+        match self {
+            Bucket::S3(_) => {
+                let (path, bytes) = (store.join(key), bytes.to_vec());
+                Box::new(move || std::fs::write(path, bytes).expect("the other writer"))
+            }
+            Bucket::Azure(server) => {
+                let (folder, name) = key.rsplit_once('/').expect("a key in a folder");
+                let one = tmp.join("other-writer");
+                std::fs::create_dir_all(&one).expect("mkdir");
+                std::fs::write(one.join(name), bytes).expect("the other writer's file");
+                let now = tmp.join("other-writer-now");
+                let code = "import os, subprocess, sys, time\n\
+                            while not os.path.exists(sys.argv[1]): time.sleep(0.01)\n\
+                            sys.exit(subprocess.call([sys.executable] + sys.argv[2:]))";
+                let mut child =
+                    std::process::Command::new(venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3"))
+                        .args(["-c", code])
+                        .arg(&now)
+                        .arg(
+                            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                                .join("scripts/azurite_upload.py"),
+                        )
+                        .arg(format!("{}/devstoreaccount1", server.url()))
+                        .arg("bkt")
+                        .arg(&one)
+                        .arg(format!("v3/{folder}"))
+                        .spawn()
+                        .expect("start the other writer");
+                Box::new(move || {
+                    std::fs::write(&now, b"").expect("start the other writer's put");
+                    let status = child.wait().expect("the other writer");
+                    assert!(status.success(), "the other writer's put: {status}");
+                })
+            }
+        }
+    }
+
+    /// The store's objects as they are now, in folder `store`.
+    fn fetch(&self, store: &Path) {
+        let Bucket::Azure(server) = self else {
+            return;
+        };
+        let python = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+        let out = std::process::Command::new(python)
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/azurite_download.py"))
+            .arg(format!("{}/devstoreaccount1", server.url()))
+            .args(["bkt", "v3"])
+            .arg(store)
+            .output()
+            .expect("run azurite_download.py");
+        assert!(
+            out.status.success(),
+            "azurite_download.py: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The bytes of `key` (below the store) as the bucket holds them now.
+    fn read(&self, store: &Path, tmp: &Path, key: &str) -> Vec<u8> {
+        match self {
+            Bucket::S3(_) => std::fs::read(store.join(key)).expect("an object"),
+            Bucket::Azure(_) => {
+                let back = tmp.join("fetched");
+                self.fetch(&back);
+                std::fs::read(back.join(key)).expect("a blob")
+            }
+        }
+    }
+}
+
 #[test]
 fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writers_chunk_is_kept() {
-    let m = Manifest::load();
-    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
     let tmp = TempDir::new("write-s3");
     let root = tmp.path().join("buckets");
     let store = root.join("bkt/v3");
-    copy_dir(&m.store_dir("v3"), &store);
+    copy_dir(&Manifest::load().store_dir("v3"), &store);
     let server = common::servers::s3s_fs(&root, Some(s3_credentials()));
-    let options = format!("endpoint={},allow_http=true", server.url());
+    conditional_puts(Bucket::S3(server), &store, tmp.path());
+}
+
+#[test]
+fn writes_to_azure_are_conditional_puts_read_back_by_zarr_python_and_another_writers_chunk_is_kept()
+{
+    let tmp = TempDir::new("write-azure");
+    let server = common::servers::azurite();
+    // The emulator's address, where object_store looks for it.
+    std::env::set_var("AZURITE_BLOB_STORAGE_URL", server.url());
+    let store = tmp.path().join("v3");
+    copy_dir(&Manifest::load().store_dir("v3"), &store);
+    common::servers::azurite_put(&server, "bkt", &store, "v3");
+    conditional_puts(Bucket::Azure(server), &store, tmp.path());
+}
+
+/// Random writes into arrays of the v3 fixture store in `bucket` (its objects also in
+/// folder `store`), each committed by an fsync, read back by zarr-python; then a commit
+/// whose chunk another writer rewrote between its read and its put fails with `EIO`
+/// and leaves that writer's chunk.
+fn conditional_puts(bucket: Bucket, store: &Path, tmp: &Path) {
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    let options = bucket.options();
     let arrays = [
         "codecs/zstd_3",
         "sharding/end_crc32c",
@@ -1039,14 +1158,14 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
         .iter()
         .enumerate()
         .map(|(i, path)| {
-            json!({"store": &store, "path": path, "order": "C", "endian": "little", "seed": 700 + i, "fill_rows": i == 0})
+            json!({"store": store, "path": path, "order": "C", "endian": "little", "seed": 700 + i, "fill_rows": i == 0})
         })
         .collect();
-    let spec_path = tmp.path().join("spec.json");
-    let plan_path = tmp.path().join("plan.json");
+    let spec_path = tmp.join("spec.json");
+    let plan_path = tmp.join("plan.json");
     std::fs::write(
         &spec_path,
-        json!({"stores": [&store], "arrays": specs}).to_string(),
+        json!({"stores": [store], "arrays": specs}).to_string(),
     )
     .expect("spec");
     check_written(
@@ -1059,8 +1178,8 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
     );
     let plan: Value =
         serde_json::from_slice(&std::fs::read(&plan_path).expect("plan")).expect("json");
-    let staging = tmp.path().join("staging");
-    let mount = writable(Path::new("s3://bkt/v3"), &staging, &["-o", &options]);
+    let staging = tmp.join("staging");
+    let mount = writable(Path::new(bucket.url()), &staging, &["-o", &options]);
     for a in plan["arrays"].as_array().expect("arrays") {
         let path = a["path"].as_str().expect("path");
         let f = std::fs::OpenOptions::new()
@@ -1090,18 +1209,20 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
     // its put (the daemon waits there for the test): the close fails, and the other
     // writer's chunk stays as it wrote it.
     let victim = "codecs/gzip_1";
-    let chunk = store.join(victim).join("c/0/0");
-    let go = tmp.path().join("go");
+    let chunk = format!("{victim}/c/0/0");
+    let go = tmp.join("go");
     let fault = format!("wait-before-put:{}", go.display());
-    let dir = tmp.path().join("daemon");
+    let dir = tmp.join("daemon");
     let (mut child, mountpoint, log) = writable_daemon(
-        Path::new("s3://bkt/v3"),
+        Path::new(bucket.url()),
         &dir,
         &staging,
         &[("ZARRFS_FAULT", &fault)],
         &["-o", &options],
     );
     let _cleanup = Cleanup(mountpoint.clone(), child.id());
+    let theirs = std::fs::read(store.join("codecs/gzip_1/c/1/1")).expect("another chunk's bytes");
+    let rewrite = bucket.rewriter(tmp, store, &chunk, &theirs);
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(mountpoint.join(victim))
@@ -1115,16 +1236,17 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
             .exists()),
         "the commit never reached its put"
     );
-    let theirs = std::fs::read(store.join("codecs/gzip_1/c/1/1")).expect("another chunk's bytes");
-    std::fs::write(&chunk, &theirs).expect("the other writer");
+    rewrite();
     std::fs::write(&go, b"").expect("go on");
-    let e = closing
-        .join()
-        .expect("join")
-        .expect_err("a put over another writer's chunk");
+    let e = closing.join().expect("join").err().unwrap_or_else(|| {
+        panic!(
+            "a put over another writer's chunk succeeded: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
     assert_eq!(
-        std::fs::read(&chunk).expect("chunk"),
+        bucket.read(store, tmp, &chunk),
         theirs,
         "the other writer's chunk is kept"
     );
@@ -1132,8 +1254,9 @@ fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writer
     let _ = common::mount::wait_exit(&mut child, std::time::Duration::from_secs(20));
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(text.contains("changed by another writer"), "{text}");
-    // What the commits wrote reads back in zarr-python from the bucket's folder (the
+    // What the commits wrote reads back in zarr-python from the bucket's objects (the
     // array the other writer touched is left out).
+    bucket.fetch(store);
     let out = check_written(
         &zarr3,
         &[
@@ -1198,4 +1321,164 @@ fn rewriting_one_chunk_row_writes_only_its_chunks_as_bytes_written_counts() {
         written, sizes,
         "bytes written are those two chunks' objects"
     );
+}
+
+/// Run `scripts/check_made.py` with `python`: its stdout; a failure fails the test with
+/// its output.
+fn check_made(python: &Path, args: &[&std::ffi::OsStr]) -> String {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/check_made.py");
+    let out = std::process::Command::new(python)
+        .arg(&script)
+        .args(args)
+        .env("PYTHONWARNINGS", "ignore")
+        .output()
+        .expect("run check_made.py");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "check_made.py {args:?}: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// zarrs' reader of a whole array (benches/zarrs-read, built by `scripts/test.sh`;
+/// override: `$ZARRFS_ZARRS_READ`).
+fn zarrs_read() -> PathBuf {
+    let path = std::env::var_os("ZARRFS_ZARRS_READ")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/zarrs-read/release/zarrs-read")
+        });
+    assert!(
+        path.exists(),
+        "{} is missing: scripts/test.sh builds it",
+        path.display()
+    );
+    path
+}
+
+/// `numpy.save` into a group folder and a new sidecar make arrays (every data type the
+/// `.npy` route takes, C and F order, both byte orders; v3 and v2 stores; the default
+/// codecs, gzip, and blosc in shards) that zarr-python 3, zarr-python 2.18 (v2),
+/// tensorstore and zarrs read as they were written.
+#[test]
+fn numpy_save_and_a_new_sidecar_make_arrays_that_zarr_python_tensorstore_and_zarrs_read() {
+    let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
+    let zarr2 = venv_python("ZARRFS_ZARR2_PYTHON", "venv-zarr2");
+    let zarrs = zarrs_read();
+    let tmp = TempDir::new("write-new");
+    let runs: [(&str, &str, &[&str], &str); 3] = [
+        ("3", "C-little", &[], "zstd"),
+        (
+            "2",
+            "F-big",
+            &[
+                "--order",
+                "F",
+                "--endian",
+                "big",
+                "--new-codecs",
+                "gzip:6",
+                "--new-chunks",
+                "64KiB",
+            ],
+            "gzip",
+        ),
+        (
+            "3",
+            "C-big",
+            &[
+                "--endian",
+                "big",
+                "--new-chunks",
+                "256KiB",
+                "--new-codecs",
+                "blosc-zstd,shard:32KiB",
+            ],
+            "sharding,blosc",
+        ),
+    ];
+    for (i, (format, layout, options, codecs)) in runs.iter().enumerate() {
+        let store = tmp.path().join(format!("s{i}.zarr"));
+        let expect = tmp.path().join(format!("expect{i}"));
+        std::fs::create_dir_all(&expect).expect("expectation folder");
+        let code = "import sys, zarr\n\
+                    g = zarr.open_group(sys.argv[1], mode='w', zarr_format=int(sys.argv[2]))\n\
+                    g.create_group('sub')\n\
+                    print('ok')";
+        common::run_python(
+            &zarr3,
+            "make the store",
+            code,
+            [store.as_os_str(), format.as_ref()],
+        );
+        let staging = tmp.path().join(format!("staging{i}"));
+        let mount = writable(&store, &staging, options);
+        let group = mount.path("sub");
+        let out = check_made(
+            &zarr3,
+            &[
+                "write".as_ref(),
+                group.as_os_str(),
+                expect.as_os_str(),
+                format.as_ref(),
+                layout.as_ref(),
+            ],
+        );
+        assert!(out.contains("made 9 arrays"), "{out}");
+        let log = mount.log();
+        drop(mount);
+        assert!(
+            log.contains("no array made at the last close") || log.contains("long.npy"),
+            "the refused .npy is named in the log: {log}"
+        );
+        let args = [
+            store.as_os_str(),
+            "sub".as_ref(),
+            expect.as_os_str(),
+            codecs.as_ref(),
+        ];
+        let out = check_made(&zarr3, &[&["check".as_ref()], &args[..]].concat());
+        assert!(out.contains("reads 9 arrays"), "{out}");
+        if *format == "2" {
+            let out = check_made(&zarr2, &[&["check".as_ref()], &args[..3]].concat());
+            assert!(out.contains("zarr 2.18"), "{out}");
+        }
+        let out = check_made(&zarr3, &[&["tensorstore".as_ref()], &args[..3]].concat());
+        assert!(out.contains("tensorstore reads 8 arrays"), "{out}");
+        if *format == "3" {
+            let cases: Value = serde_json::from_slice(
+                &std::fs::read(expect.join("cases.json")).expect("cases.json"),
+            )
+            .expect("cases.json is JSON");
+            let mut read = 0;
+            for case in cases["cases"].as_array().expect("cases") {
+                let name = case["name"].as_str().expect("name");
+                if case["dtype"].as_str().is_some_and(|d| d.contains('M')) {
+                    continue; // zarrs reads no numpy.datetime64
+                }
+                let out = std::process::Command::new(&zarrs)
+                    .arg(&store)
+                    .arg(format!("/sub/{name}"))
+                    .arg("--sha256")
+                    .output()
+                    .expect("run zarrs-read");
+                let line = String::from_utf8_lossy(&out.stdout).into_owned();
+                assert!(
+                    out.status.success(),
+                    "zarrs-read {name}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert_eq!(
+                    line.split_whitespace().nth(2),
+                    case["sha256"].as_str(),
+                    "zarrs reads {name} of run {i} otherwise: {line}"
+                );
+                read += 1;
+            }
+            assert_eq!(read, 8, "run {i}");
+        }
+    }
 }

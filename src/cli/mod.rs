@@ -312,6 +312,15 @@ enum Command {
         /// file and its byte count follow).
         #[arg(long, value_name = "TEXT")]
         commit_message: Option<String>,
+        /// The chunks of arrays made through a writable mount (NAME.npy, .NAME.json):
+        /// about SIZE bytes each over the slowest axes (4MiB), or a shape (1,256,256).
+        #[arg(long, value_name = "SIZE|SHAPE", default_value = "4MiB", value_parser = values::parse_new_chunks)]
+        new_chunks: crate::write::new_array::NewChunks,
+        /// The codecs of arrays made through a writable mount: none, zstd[:LEVEL],
+        /// gzip[:LEVEL], blosc-lz4 or blosc-zstd, and shard:INNER_SIZE for shards of
+        /// --new-chunks with inner chunks of about INNER_SIZE bytes (v3).
+        #[arg(long, value_name = "LIST", default_value = "zstd:3", value_parser = values::parse_new_codecs)]
+        new_codecs: crate::write::new_array::NewCodecs,
         #[command(flatten)]
         log: logging::LogArgs,
         /// FUSE options (allow_other, allow_root, default_permissions, ...), store
@@ -518,6 +527,8 @@ fn run(cli: Cli) -> Result<()> {
             write_staging,
             write_wait,
             commit_message,
+            new_chunks,
+            new_codecs,
             log: _,
             options,
         } => {
@@ -540,6 +551,10 @@ fn run(cli: Cli) -> Result<()> {
                         .then(|| write_staging.unwrap_or_else(crate::write::default_staging)),
                     write_wait,
                     commit_message,
+                    new_defaults: crate::write::new_array::NewDefaults {
+                        chunks: new_chunks,
+                        codecs: new_codecs,
+                    },
                 },
                 threads,
                 io,

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::write::new_array::{Compressor, NewChunks, NewCodecs};
+
 /// `--refresh`: a duration (`1s`, `500ms`, `10m`, a number of seconds) or `off`; `auto`
 /// for [`crate::daemon::mount::default_refresh`].
 pub fn parse_refresh(s: &str) -> Result<Option<Option<Duration>>, String> {
@@ -93,6 +95,71 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--new-codecs`: a comma list: one of `none`, `zstd[:LEVEL]`, `gzip[:LEVEL]`,
+/// `blosc-lz4`, `blosc-zstd`, and optionally `shard:INNER_BYTES` (`shard:256KiB`).
+pub fn parse_new_codecs(s: &str) -> Result<NewCodecs, String> {
+    let mut out = NewCodecs {
+        compressor: Compressor::Zstd(3),
+        shard_inner_bytes: None,
+    };
+    for part in s.split(',').map(str::trim) {
+        let (name, arg) = match part.split_once(':') {
+            Some((n, a)) => (n, Some(a)),
+            None => (part, None),
+        };
+        let level = |default: i64, range: std::ops::RangeInclusive<i64>| match arg {
+            None => Ok(default),
+            Some(a) => a
+                .parse::<i64>()
+                .ok()
+                .filter(|l| range.contains(l))
+                .ok_or_else(|| format!("{part}: level out of {range:?}")),
+        };
+        out.compressor = match name {
+            "none" => Compressor::None,
+            "zstd" => Compressor::Zstd(level(3, -7..=22)? as i32),
+            "gzip" => Compressor::Gzip(level(5, 0..=9)? as u32),
+            "blosc-lz4" => Compressor::Blosc("lz4"),
+            "blosc-zstd" => Compressor::Blosc("zstd"),
+            "shard" => {
+                let size = arg.ok_or("shard needs the inner chunk size: shard:SIZE")?;
+                let bytes = parse_size(size)? as u64;
+                if bytes == 0 {
+                    return Err("shard: an inner chunk of 0 bytes".into());
+                }
+                out.shard_inner_bytes = Some(bytes);
+                continue;
+            }
+            _ => {
+                return Err(format!(
+                    "{part:?}: not one of none, zstd[:LEVEL], gzip[:LEVEL], blosc-lz4, \
+                         blosc-zstd, shard:SIZE"
+                ))
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// `--new-chunks`: a size (`4MiB`: about that many bytes per chunk) or a chunk shape
+/// with commas (`1,256,256`; `4096,` for one dimension).
+pub fn parse_new_chunks(s: &str) -> Result<NewChunks, String> {
+    if s.contains(',') {
+        let shape: Option<Vec<u64>> = s
+            .trim_end_matches(',')
+            .split(',')
+            .map(|n| n.trim().parse::<u64>().ok().filter(|n| *n > 0))
+            .collect();
+        return shape
+            .map(NewChunks::Shape)
+            .ok_or_else(|| format!("{s:?}: not a chunk shape"));
+    }
+    match parse_size(s)? as u64 {
+        0 => Err("a chunk of 0 bytes".into()),
+        bytes => Ok(NewChunks::Bytes(bytes)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +181,25 @@ mod tests {
         assert!((256 << 20..=4 << 30).contains(&auto));
         assert_eq!(parse_cache_size("64MiB"), Ok(64 << 20));
         assert!(parse_cache_size("lots").is_err());
+    }
+
+    #[test]
+    fn codec_and_chunk_options_parse() {
+        let c = parse_new_codecs("gzip:9,shard:1MiB").unwrap();
+        assert_eq!(c.compressor, Compressor::Gzip(9));
+        assert_eq!(c.shard_inner_bytes, Some(1 << 20));
+        assert!(parse_new_codecs("zstd:99").is_err());
+        assert!(parse_new_codecs("lzw").is_err());
+        assert_eq!(
+            parse_new_codecs("none").unwrap().compressor,
+            Compressor::None
+        );
+        assert_eq!(
+            parse_new_chunks("1,256,256").unwrap(),
+            NewChunks::Shape(vec![1, 256, 256])
+        );
+        assert_eq!(parse_new_chunks("8MiB").unwrap(), NewChunks::Bytes(8 << 20));
+        assert_eq!(parse_new_chunks("4096").unwrap(), NewChunks::Bytes(4096));
+        assert!(parse_new_chunks("1,0").is_err());
     }
 }

@@ -516,6 +516,38 @@ impl Filesystem for FuseAdapter {
         })
     }
 
+    // `NAME.npy` and `.NAME.json` make array NAME (see `fs/create.rs`); the file is
+    // written direct, its name looked up again at every use until it is an array.
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        if !self.serving.fs().writable() {
+            return reply.error(Errno::EROFS);
+        }
+        let name = name.to_string_lossy().into_owned();
+        let owner = self.owner;
+        self.serving.create(parent.0, name, move |fs, made| {
+            reply!(reply, "create", made, |made| {
+                let (found, fh) = made;
+                let ttl = fs.entry_ttl(found.attr.ino);
+                reply.created(
+                    &ttl,
+                    &owner.attr(&found.attr),
+                    Generation(found.attr.generation),
+                    FileHandle(fh),
+                    FopenFlags::FOPEN_DIRECT_IO,
+                )
+            })
+        })
+    }
+
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.remove("rmdir", parent, name, reply)
     }
@@ -566,7 +598,6 @@ impl Filesystem for FuseAdapter {
             _flags: RenameFlags
         ) -> ReplyEmpty;
         fn link(_ino: INodeNo, _newparent: INodeNo, _newname: &OsStr) -> ReplyEntry;
-        fn create(_parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _flags: i32) -> ReplyCreate;
         fn removexattr(_ino: INodeNo, _name: &OsStr) -> ReplyEmpty;
         fn fallocate(
             _ino: INodeNo, _fh: FileHandle, _offset: u64, _length: u64, _mode: i32

@@ -25,6 +25,8 @@ pub struct Handle {
     pub(super) staged: Option<Arc<Staged>>,
     /// A sidecar opened for writing (see [`crate::write::attributes`]).
     pub(super) edit: Option<Edit>,
+    /// A file being made (see [`crate::write::new_file`]).
+    pub(super) new: Option<Arc<crate::write::NewFile>>,
     /// Counted on the inode's reading until the handle goes.
     _open: Open,
 }
@@ -66,6 +68,28 @@ impl Handles {
                 path,
                 text: parking_lot::Mutex::new(text),
             }),
+            new: None,
+            _open: open,
+        });
+        self.open.write().insert(fh, handle);
+        fh
+    }
+
+    /// A new handle writing `new`, a file being made; its number.
+    pub fn open_new(
+        &self,
+        content: Arc<Content>,
+        open: Open,
+        new: Arc<crate::write::NewFile>,
+    ) -> u64 {
+        let fh = self.last.fetch_add(1, Ordering::Relaxed) + 1;
+        let handle = Arc::new(Handle {
+            content,
+            cursor: Cursor::default(),
+            array: None,
+            staged: None,
+            edit: None,
+            new: Some(new),
             _open: open,
         });
         self.open.write().insert(fh, handle);

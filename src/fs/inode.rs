@@ -76,6 +76,9 @@ pub enum Node {
     ArraySidecar(String),
     /// `.group.json` inside a group's directory.
     GroupSidecar(String),
+    /// A file being made in a group's directory (`NAME.npy`, `.NAME.json`) at this
+    /// path, before it is an array (see [`crate::write::new_file`]).
+    New(String),
 }
 
 impl Node {
@@ -86,7 +89,8 @@ impl Node {
             | Node::Array(p)
             | Node::View(p, _)
             | Node::ArraySidecar(p)
-            | Node::GroupSidecar(p) => p,
+            | Node::GroupSidecar(p)
+            | Node::New(p) => p,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! core is tested without a mount.
 
 mod content;
+mod create;
 pub mod describe;
 mod handles;
 mod inode;
@@ -94,6 +95,8 @@ pub struct FsOptions {
     pub write_wait: Duration,
     /// What each commit's message starts with (`--commit-message`; default `zarrfs`).
     pub commit_message: Option<String>,
+    /// Chunks and codecs of arrays made through the mount (`--new-chunks`, `--new-codecs`).
+    pub new_defaults: crate::write::new_array::NewDefaults,
 }
 
 /// A mounted hierarchy.
@@ -126,6 +129,10 @@ pub struct ZarrFs {
     /// Encoded chunk bytes each array's commits put into the store since the mount
     /// (`user.zarrfs.bytes_written`).
     bytes_written: Mutex<HashMap<String, u64>>,
+    /// Files being made (`NAME.npy`, `.NAME.json`), by path.
+    creating: create::CreatingFiles,
+    /// Chunks and codecs of arrays made through the mount.
+    new_defaults: crate::write::new_array::NewDefaults,
 }
 
 const GROUP_SIDECAR: &str = ".group.json";
@@ -193,6 +200,8 @@ impl ZarrFs {
                 .clone()
                 .unwrap_or_else(|| "zarrfs".into()),
             bytes_written: Mutex::new(HashMap::new()),
+            creating: Default::default(),
+            new_defaults: options.new_defaults.clone(),
             hierarchy,
         }
     }
@@ -267,6 +276,14 @@ impl ZarrFs {
     /// name past the reading it came from, however long the answer took; with no
     /// interval, a day.
     pub fn entry_ttl(&self, ino: u64) -> Duration {
+        // A file being made stands for an array only once it is made: its name is
+        // looked up again every time.
+        if self
+            .entry(ino)
+            .is_ok_and(|e| matches!(e.node, Node::New(_)))
+        {
+            return Duration::ZERO;
+        }
         let Some(interval) = self.hierarchy.refresh_interval() else {
             return self.attr_ttl();
         };
@@ -528,6 +545,9 @@ impl ZarrFs {
         if name.contains('/') || name == "." || name == ".." {
             return Err(missing());
         }
+        if self.new_file(&join(&dir, name)).is_some() {
+            return Ok((name.to_string(), Node::New(join(&dir, name))));
+        }
         if self.root_array.is_some() && dir.is_empty() {
             return self
                 .entries("")?
@@ -673,6 +693,8 @@ impl ZarrFs {
             Node::ArraySidecar(path) => content::array_sidecar(&self.hierarchy, path, self.layout)?,
             Node::GroupSidecar(path) => content::group_sidecar(&self.hierarchy, path)?,
             Node::Dir(path) => return Err(Error::Invalid(format!("/{path}: is a directory"))),
+            // Read and written only through the handle that made it.
+            Node::New(path) => return Err(Error::Busy(format!("/{path}: being made"))),
         })
     }
 
@@ -684,8 +706,20 @@ impl ZarrFs {
                 generation: entry.generation,
                 size: 0,
                 kind: FileKind::Directory,
-                perm: 0o555,
+                // Groups are made and arrays saved into them on a writable mount.
+                perm: if self.writable() { 0o755 } else { 0o555 },
                 nlink: 2,
+            },
+            Node::New(path) => Attr {
+                ino,
+                generation: entry.generation,
+                size: self
+                    .new_file(path)
+                    .ok_or_else(|| Error::NotFound(format!("/{path}")))?
+                    .size(),
+                kind: FileKind::File,
+                perm: 0o644,
+                nlink: 1,
             },
             _ => {
                 // A node that fails to load is still listed; its reads fail with EIO.
@@ -766,6 +800,9 @@ impl ZarrFs {
         if let Some(edit) = &h.edit {
             return Ok(write::read_edit(&edit.text.lock(), offset, buf));
         }
+        if let Some(new) = &h.new {
+            return Ok(new.read(offset, buf)?);
+        }
         let n = h.content.read_into(&h.cursor, offset, buf)?;
         match self.staged_of(&h) {
             Some(staged) => Ok(self.lay_over(&h, &staged, offset, buf, n)?),
@@ -778,7 +815,7 @@ impl ZarrFs {
     /// [`crate::read::view::View::read_in_place`]).
     pub fn read_in_place(&self, fh: u64, offset: u64, size: usize) -> Result<Option<UnitSlice>> {
         let h = self.handle(fh)?;
-        if self.staged_of(&h).is_some() || h.edit.is_some() {
+        if self.staged_of(&h).is_some() || h.edit.is_some() || h.new.is_some() {
             return Ok(None);
         }
         h.content.read_in_place(&h.cursor, offset, size)
@@ -788,7 +825,7 @@ impl ZarrFs {
     /// (see [`crate::read::view::View::read_now`]).
     pub fn read_now(&self, fh: u64, offset: u64, buf: &mut [u8]) -> Result<Now> {
         let h = self.handle(fh)?;
-        if self.staged_of(&h).is_some() || h.edit.is_some() {
+        if self.staged_of(&h).is_some() || h.edit.is_some() || h.new.is_some() {
             return Ok(Now::Later);
         }
         h.content.read_now(&h.cursor, offset, buf)
@@ -819,7 +856,10 @@ impl ZarrFs {
 
     /// Whether `n` bytes read at `offset` of open file `fh` reach its end.
     pub fn reaches_end(&self, fh: u64, offset: u64, n: usize) -> bool {
-        let size = self.handle(fh).map(|h| h.content.size());
+        let size = self.handle(fh).map(|h| match &h.new {
+            Some(new) => new.size(),
+            None => h.content.size(),
+        });
         matches!(size, Ok(size) if n > 0 && offset + n as u64 >= size)
     }
 

@@ -34,6 +34,7 @@ fn fs_with_views(dir: &std::path::Path, order: Order, big_endian: bool, views: &
         staging: None,
         write_wait: Default::default(),
         commit_message: None,
+        new_defaults: Default::default(),
     };
     ZarrFs::new(Hierarchy::open(store).unwrap(), options, "t.zarr")
 }
@@ -448,6 +449,7 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
         staging: None,
         write_wait: Default::default(),
         commit_message: None,
+        new_defaults: Default::default(),
     };
     let fs = ZarrFs::new(Hierarchy::open(Arc::new(store)).unwrap(), options, "t.zarr");
     assert_eq!(names(&fs, ROOT), [".group.json", ".huge.json", "huge.tif"]);
@@ -598,6 +600,7 @@ fn counted_fs(
         staging: None,
         write_wait: Default::default(),
         commit_message: None,
+        new_defaults: Default::default(),
     };
     let fs = ZarrFs::new(Hierarchy::open(store.clone()).unwrap(), options, "t.zarr");
     (store, fs)
@@ -805,6 +808,7 @@ fn a_file_read_again_after_a_change_is_a_new_inode_and_the_old_keeps_its_bytes()
         staging: None,
         write_wait: Default::default(),
         commit_message: None,
+        new_defaults: Default::default(),
     };
     let fs = ZarrFs::new(hierarchy, options, "t.zarr");
     let group = fs.lookup(ROOT, "g").unwrap();
@@ -922,6 +926,7 @@ pub(super) fn demo_refreshing(
         staging: None,
         write_wait: Default::default(),
         commit_message: None,
+        new_defaults: Default::default(),
     };
     let hierarchy = Hierarchy::open(store).unwrap().with_refresh(refresh);
     (dir, ZarrFs::new(hierarchy, options, "t.zarr"))
@@ -986,6 +991,7 @@ fn a_number_renewed_shows_its_new_reading_and_an_open_file_keeps_another_inode()
         staging: None,
         write_wait: Default::default(),
         commit_message: None,
+        new_defaults: Default::default(),
     };
     let fs = ZarrFs::new(hierarchy, options, "t.zarr");
     let first = fs.lookup(ROOT, "a").unwrap();
@@ -1039,6 +1045,7 @@ fn refreshing_fs(dir: &std::path::Path, interval: std::time::Duration) -> ZarrFs
         staging: None,
         write_wait: Default::default(),
         commit_message: None,
+        new_defaults: Default::default(),
     };
     ZarrFs::new(hierarchy, options, "t.zarr")
 }

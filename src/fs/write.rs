@@ -20,7 +20,7 @@ impl ZarrFs {
     }
 
     /// Why nothing at all can be written here, when that is so.
-    fn write_refused(&self, what: &str) -> Option<Error> {
+    pub(super) fn write_refused(&self, what: &str) -> Option<Error> {
         if self.writes.is_none() {
             return Some(Error::ReadOnly);
         }
@@ -47,7 +47,7 @@ impl ZarrFs {
     }
 
     /// The store's writer (a mount that takes writes), or why there is none.
-    fn writer_for(&self, what: &str) -> Result<Arc<dyn Writer>> {
+    pub(super) fn writer_for(&self, what: &str) -> Result<Arc<dyn Writer>> {
         match self.write_refused(what) {
             Some(e) => Err(e),
             None => self.writer.clone().ok_or(Error::ReadOnly),
@@ -56,7 +56,7 @@ impl ZarrFs {
 
     /// Make one change of the store through `writer` with `make`, then finish it with
     /// the message `message` gives (prefixed with `--commit-message`).
-    fn change<T>(
+    pub(super) fn change<T>(
         &self,
         writer: &dyn Writer,
         make: impl FnOnce(&mut dyn Change) -> Result<T>,
@@ -93,7 +93,7 @@ impl ZarrFs {
     /// Whether open file `fh` was opened for writing.
     pub fn is_writer(&self, fh: u64) -> bool {
         self.handle(fh)
-            .is_ok_and(|h| h.staged.is_some() || h.edit.is_some())
+            .is_ok_and(|h| h.staged.is_some() || h.edit.is_some() || h.new.is_some())
     }
 
     /// The staging whose bytes reads of `h` lay over the store's.
@@ -212,6 +212,10 @@ impl ZarrFs {
         if let Some(edit) = &h.edit {
             return write_edit(&mut edit.text.lock(), offset, data);
         }
+        if let Some(new) = &h.new {
+            let _turn = new.turn();
+            return new.write(offset, data);
+        }
         let staged = h.staged.as_ref().ok_or(Error::ReadOnly)?;
         // A write past the end grows the array, where it can grow.
         let grows = h
@@ -228,6 +232,14 @@ impl ZarrFs {
     /// at once. The inodes whose attributes and pages the kernel is to drop.
     pub fn set_size(&self, ino: u64, size: u64, fh: Option<u64>) -> Result<Vec<u64>> {
         let entry = self.entry(ino)?;
+        if let Node::New(path) = &entry.node {
+            let new = self
+                .new_file(path)
+                .ok_or_else(|| Error::NotFound(format!("/{path}")))?;
+            let _turn = new.turn();
+            new.set_size(size)?;
+            return Ok(Vec::new());
+        }
         // A sidecar being edited (through `fh`, or any handle editing it, as the kernel
         // truncates an open with O_TRUNC): its text is cut or padded.
         if let Node::ArraySidecar(path) | Node::GroupSidecar(path) = &entry.node {
@@ -293,6 +305,9 @@ impl ZarrFs {
         if let Some(edit) = &h.edit {
             let text = edit.text.lock().clone();
             return self.commit_edit(&h, &edit.path, &text);
+        }
+        if let Some(new) = &h.new {
+            return self.make_new(new);
         }
         match &h.staged {
             Some(staged) => self.commit_staged(&h, staged),
@@ -391,6 +406,9 @@ impl ZarrFs {
     /// A handle is closed: a writer commits what is left staged (an `mmap` written back
     /// after its last flush) and lets go of its staging.
     pub(super) fn release_writer(&self, h: &Handle) {
+        if let Some(new) = &h.new {
+            return self.release_new(new);
+        }
         let (Some(staged), Some(writes)) = (&h.staged, &self.writes) else {
             return;
         };
@@ -424,7 +442,7 @@ impl ZarrFs {
 
 impl ZarrFs {
     /// What makes or removes nodes: the store's writer, where nodes can change.
-    fn node_writer(&self, what: &str) -> Result<Arc<dyn Writer>> {
+    pub(super) fn node_writer(&self, what: &str) -> Result<Arc<dyn Writer>> {
         let writer = self.writer_for(what)?;
         if let Some(why) = crate::write::nodes::cannot_change_nodes(&self.hierarchy) {
             return Err(Error::NotWritable {
@@ -436,7 +454,7 @@ impl ZarrFs {
     }
 
     /// The node path of `name` in directory `parent`, checked to be a plain name.
-    fn child_path(&self, parent: u64, name: &str) -> Result<String> {
+    pub(super) fn child_path(&self, parent: u64, name: &str) -> Result<String> {
         let dir = self.dir_path(parent)?;
         if name.is_empty() || name.contains(['/', '\0', '\\']) || name.starts_with('.') {
             return Err(Error::Invalid(format!("{name:?}: not a node name")));

@@ -1,7 +1,7 @@
 //! The normalized data type model and its parsers: v3 names (core and registered
 //! extensions), v2 / draft numpy typestrings (with byte order) and structured descriptions.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 
@@ -161,6 +161,44 @@ impl DataType {
             ),
             _ => Value::from(self.typestr(big)),
         }
+    }
+
+    /// The v3 `data_type` of this type (what [`parse_v3`] reads back), where v3 has one:
+    /// none for variable-length types and for structs with padding or sub-arrays.
+    pub fn to_v3(&self) -> Option<Value> {
+        let sized =
+            |name: &str, n: usize| json!({"name": name, "configuration": {"length_bytes": n}});
+        let time = |name: &str, u: &TimeUnit| {
+            let base = TimeUnit::parse(&u.unit)?;
+            Some(
+                json!({"name": name, "configuration": {"unit": base.unit, "scale_factor": u.scale}}),
+            )
+        };
+        Some(match self {
+            DataType::Bool
+            | DataType::Int(_)
+            | DataType::UInt(_)
+            | DataType::Float(_)
+            | DataType::Complex(_) => Value::from(self.name()),
+            DataType::DateTime(u) => time("numpy.datetime64", u)?,
+            DataType::TimeDelta(u) => time("numpy.timedelta64", u)?,
+            DataType::Utf32(n) => sized("fixed_length_utf32", n.checked_mul(4)?),
+            DataType::Bytes(n) => sized("null_terminated_bytes", *n),
+            DataType::Raw(n) => Value::from(format!("r{}", n.checked_mul(8)?)),
+            DataType::Struct(fields) => {
+                let mut offset = 0;
+                let mut out = Vec::with_capacity(fields.len());
+                for f in fields {
+                    if !f.shape.is_empty() || f.offset != offset {
+                        return None;
+                    }
+                    offset += f.dtype.size()?;
+                    out.push(json!([f.name, f.dtype.to_v3()?]));
+                }
+                json!({"name": "structured", "configuration": {"fields": out}})
+            }
+            DataType::String | DataType::VarBytes => return None,
+        })
     }
 
     /// A short human name for listings (`float32`, `datetime64[ns]`, `struct{a:int32,..}`).

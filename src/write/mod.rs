@@ -7,6 +7,8 @@
 pub mod attributes;
 pub mod commit;
 pub mod fault;
+pub mod new_array;
+pub mod new_file;
 pub mod nodes;
 pub mod patch;
 pub mod reshape;
@@ -22,6 +24,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 pub use commit::{commit, encoder, Committed};
+pub use new_file::{NewFile, NewKind};
 pub use staged::Staged;
 
 /// The staged writes of one mount, by array node path.
@@ -115,20 +118,41 @@ impl Writes {
                 None => break,
             }
         }
-        // Named by the array, a count (a staging may outlive its entry here while its
-        // last handle goes) and the daemon's process id, last.
+        let stem = self.stem(path);
+        let s = Arc::new(Staged::create(
+            path,
+            size,
+            stem.with_extension(&STAGED[1..]),
+        )?);
+        staged.insert(path.to_string(), (s.clone(), 1));
+        Ok(s)
+    }
+
+    /// Where the next staging of the array at `path` goes (without its extension), with
+    /// a note of the array beside it for a report after a crash: named by the array, a
+    /// count (a staging may outlive its entry here while its last handle goes) and the
+    /// daemon's process id, last.
+    fn stem(&self, path: &str) -> PathBuf {
         let name = hex(&Sha256::digest(path.as_bytes())[..12]);
         let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stem = self.dir.join(format!("{name}-{n}-{}", std::process::id()));
-        let at = stem.with_extension(&STAGED[1..]);
-        let s = Arc::new(Staged::create(path, size, at)?);
-        // A note of the array beside the staging file, for a report after a crash.
         let note = stem.with_extension(&NOTE[1..]);
         if let Err(e) = std::fs::write(&note, path) {
             log::warn!("/{path}: staging note {}: {e}", note.display());
         }
-        staged.insert(path.to_string(), (s.clone(), 1));
-        Ok(s)
+        stem
+    }
+
+    /// A new file `name` that makes the array at `array` (see [`new_file`]), a `.npy`
+    /// staged in this mount's staging folder.
+    pub fn create(&self, array: &str, name: &str, kind: NewKind) -> Result<NewFile> {
+        let at = self.stem(array).with_extension(&STAGED[1..]);
+        NewFile::create(array, name, kind, at)
+    }
+
+    /// The note beside a staging file at `at` is no longer needed.
+    pub fn forget_note(at: &Path) {
+        let _ = std::fs::remove_file(at.with_extension(&NOTE[1..]));
     }
 
     /// A writer of the array at `path` is gone: its staging goes with it once nothing

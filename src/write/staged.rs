@@ -18,9 +18,10 @@ use crate::error::{Error, Result};
 pub struct Staged {
     /// The array's node path.
     path: String,
-    /// The staging file and where it is.
+    /// The staging file and where it is; the array file's bytes start at `base` in it.
     file: File,
     at: PathBuf,
+    base: u64,
     /// The file's size now: a write past the end or a truncate changes it.
     size: Mutex<u64>,
     /// The size the store's array has (at the start, and after each commit).
@@ -54,16 +55,31 @@ impl Staged {
             .create_new(true)
             .open(&at)
             .map_err(|e| staging_error(&at, e))?;
-        Ok(Staged {
+        Ok(Staged::adopt(path, file, at, 0, size, RangeSet::new()))
+    }
+
+    /// Staging over `file` (at `at`), whose bytes from `base` on are the file of the
+    /// array at `path`, `size` bytes, of which `written` were written (a new array's
+    /// `.npy`, its header before `base`).
+    pub fn adopt(
+        path: &str,
+        file: File,
+        at: PathBuf,
+        base: u64,
+        size: u64,
+        written: RangeSet<u64>,
+    ) -> Staged {
+        Staged {
             path: path.to_string(),
             file,
             at,
+            base,
             size: Mutex::new(size),
             stored_size: Mutex::new(size),
-            written: Mutex::new(RangeSet::new()),
+            written: Mutex::new(written),
             turn: Mutex::new(()),
             conflicted: Default::default(),
-        })
+        }
     }
 
     pub fn path(&self) -> &str {
@@ -99,7 +115,7 @@ impl Staged {
         if size < *now {
             self.written.lock().remove(size..u64::MAX);
             self.file
-                .set_len(size)
+                .set_len(self.base + size)
                 .map_err(|e| staging_error(&self.at, e))?;
         }
         *now = size;
@@ -134,7 +150,7 @@ impl Staged {
             return Ok(());
         }
         self.file
-            .write_all_at(data, offset)
+            .write_all_at(data, self.base + offset)
             .map_err(|e| staging_error(&self.at, e))?;
         self.written.lock().insert(offset..end);
         let mut size = self.size.lock();
@@ -160,7 +176,7 @@ impl Staged {
     /// Read staged bytes `[offset, offset + buf.len())` (within ranges written).
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.file
-            .read_exact_at(buf, offset)
+            .read_exact_at(buf, self.base + offset)
             .map_err(|e| staging_error(&self.at, e))
     }
 
@@ -201,6 +217,7 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if self.is_empty() {
             let _ = std::fs::remove_file(&self.at);
+            super::Writes::forget_note(&self.at);
         } else {
             log::warn!(
                 "/{}: staged writes not committed are kept in {}",

@@ -182,6 +182,24 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
         });
     }
 
+    /// Make file `name` in directory `parent` (see [`ZarrFs::create`]) on the pool of
+    /// opens for writing; `answer` gets its inode, looked up, and the handle writing it.
+    pub fn create(
+        self: &Arc<Self>,
+        parent: u64,
+        name: String,
+        answer: impl FnOnce(&ZarrFs, Result<(crate::fs::Lookup, u64)>) + Send + 'static,
+    ) {
+        let me = self.clone();
+        self.write_opens.run(move || {
+            let made = me.fs.create(parent, &name);
+            if let Ok((found, _)) = &made {
+                me.io.open(found.attr.ino, false, false);
+            }
+            answer(&me.fs, made)
+        });
+    }
+
     /// Stage `data` at `offset` of writer `fh`, on the write pool; `answer` gets the bytes
     /// taken.
     pub fn write(
