@@ -868,9 +868,34 @@ fn mkdir_makes_a_group_rmdir_removes_an_empty_one_and_rm_removes_an_array_seen_b
 
 #[test]
 fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
-    let icechunk = venv_python("ZARRFS_ICECHUNK_PYTHON", "venv-icechunk");
     let tmp = TempDir::new("write-icechunk");
     let repo = tmp.path().join("repo");
+    icechunk_commits(&repo, &repo, &[], tmp.path());
+}
+
+/// The same through S3 (s3s-fs serving the repository's folder as bucket `ice`).
+#[test]
+fn each_close_on_an_icechunk_branch_on_s3_is_one_commit_read_back_by_icechunk() {
+    let tmp = TempDir::new("write-icechunk-s3");
+    let buckets = tmp.path().join("buckets");
+    std::fs::create_dir_all(buckets.join("ice")).expect("bucket");
+    let repo = buckets.join("ice/repo");
+    let server = common::servers::s3s_fs(&buckets, None);
+    let options = format!("endpoint={},allow_http=true,region=us-east-1", server.url());
+    icechunk_commits(
+        &repo,
+        Path::new("s3://ice/repo"),
+        &["--anonymous", "-o", &options],
+        tmp.path(),
+    );
+}
+
+/// Three closes on branch `main` of a repository made by icechunk in folder `repo`,
+/// mounted as `url` with `args`: three commits, each reading as the state after its
+/// close, the first commit kept; a tag stays read-only; a `.npy` saved makes an array
+/// in one more commit.
+fn icechunk_commits(repo: &Path, url: &Path, args: &[&str], tmp: &Path) {
+    let icechunk = venv_python("ZARRFS_ICECHUNK_PYTHON", "venv-icechunk");
     // A repository with array `a` (8 x 6 int32 in 4 x 3 chunks, 0..48) on main, tagged v1.
     let code = "import sys, numpy as np, zarr, icechunk\n\
                 repo = icechunk.Repository.create(icechunk.local_filesystem_storage(sys.argv[1]))\n\
@@ -882,8 +907,10 @@ fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
                 print(first)";
     let first = common::run_python(&icechunk, "make", code, [repo.as_os_str()]);
     let first = first.trim().to_string();
-    let staging = tmp.path().join("staging");
-    let mount = writable(&repo, &staging, &["--commit-message", "from a test"]);
+    let staging = tmp.join("staging");
+    let mut with = args.to_vec();
+    with.extend(["--commit-message", "from a test"]);
+    let mount = writable(url, &staging, &with);
     let file = mount.path("a");
     let write_at = |offset: u64, bytes: &[u8]| {
         let f = std::fs::OpenOptions::new()
@@ -901,7 +928,7 @@ fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
         .arg("-c")
         .arg(format!("cat >> '{}'", file.display()))
         .stdin({
-            let rows_file = tmp.path().join("rows.raw");
+            let rows_file = tmp.join("rows.raw");
             std::fs::write(&rows_file, &rows).expect("rows");
             std::fs::File::open(rows_file).expect("rows")
         })
@@ -909,9 +936,17 @@ fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
         .expect("cat");
     assert!(status.success(), "{}", mount.log());
     assert_eq!(std::fs::metadata(&file).expect("stat").len(), 10 * 6 * 4);
+    // A saved .npy makes array `b`, in one commit of its own.
+    let code = "import sys, numpy as np\n\
+                np.save(sys.argv[1], np.arange(35, dtype='>f8').reshape(5, 7))\n\
+                print('saved')";
+    let npy = mount.path("b.npy");
+    common::run_python(&icechunk, "save", code, [npy.as_os_str()]);
     drop(mount);
     // A tag stays read-only.
-    let tagged = writable(&repo, &staging, &["--ref", "v1"]);
+    let mut tag = args.to_vec();
+    tag.extend(["--ref", "v1"]);
+    let tagged = writable(url, &staging, &tag);
     let e = std::fs::OpenOptions::new()
         .write(true)
         .open(tagged.path("a"))
@@ -922,6 +957,9 @@ fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
     let code = "import sys, numpy as np, zarr, icechunk\n\
                 repo = icechunk.Repository.open(icechunk.local_filesystem_storage(sys.argv[1]))\n\
                 infos = list(repo.ancestry(branch='main'))\n\
+                b = zarr.open_array(store=repo.readonly_session('main').store, path='b', mode='r')[...]\n\
+                made = np.array_equal(b, np.arange(35).reshape(5, 7)) and infos[0].message.startswith('from a test: /b: array made')\n\
+                infos = infos[1:]\n\
                 want = np.arange(48, dtype='<i4').reshape(8, 6)\n\
                 states = []\n\
                 s1 = want.copy(); s1[0, 0] = 1000; states.append(s1)\n\
@@ -930,7 +968,7 @@ fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
                 new = list(reversed(infos[:3]))\n\
                 ok = [info.message.startswith('from a test: /a: ') for info in new]\n\
                 same = [np.array_equal(zarr.open_array(store=repo.readonly_session(snapshot_id=info.id).store, path='a', mode='r')[...], s) for info, s in zip(new, states)]\n\
-                print(len(infos), infos[3].id == sys.argv[2], ok, same)";
+                print(made, len(infos), infos[3].id == sys.argv[2], ok, same)";
     let out = common::run_python(
         &icechunk,
         "ancestry",
@@ -939,8 +977,8 @@ fn each_close_on_an_icechunk_branch_is_one_commit_read_back_by_icechunk() {
     );
     assert_eq!(
         out.trim(),
-        "5 True [True, True, True] [True, True, True]",
-        "(commits on main, the first kept, messages, states)"
+        "True 5 True [True, True, True] [True, True, True]",
+        "(the saved array, commits on main before it, the first kept, messages, states)"
     );
 }
 
