@@ -11,6 +11,16 @@ stores, and `check` fails on any changed file that is not a chunk the writes tou
     check_written.py agree PLAN.json OUT.json   (the arrays this zarr-python reads alike)
     check_written.py check PLAN.json [--data-only]
     check_written.py torn PLAN.json    (after a daemon was killed in a commit)
+    check_written.py others-agree PLAN.json OUT.json ZARRS_READ
+    check_written.py others OUT.json ZARRS_READ
+
+`others-agree` (before the writes) keeps, for each array, the other readers that read it
+as this zarr-python does: tensorstore (its zarr3 or zarr driver) and zarrs (the
+benches/zarrs-read binary ZARRS_READ, which prints the SHA-256 of the array's C-order
+bytes); a reader that cannot open an array (a codec or data type it does not know) is
+left out for it. `others` (after the writes, once `check` passed) reads each kept array
+with each kept reader again and fails where it differs from this zarr-python's read or
+fails to read.
 
 SPEC.json: {"stores": [DIR, ...], "arrays": [{"store": DIR, "path": P, "order": "C"|"F",
             "endian": "little"|"big", "seed": N, "fill_rows": bool}, ...]}
@@ -298,6 +308,80 @@ def agree(plan_path: str, out_path: str) -> None:
     print(f"check_written: zarr {zarr.__version__} agrees on {len(kept)} of {len(plan['arrays'])} arrays")
 
 
+def c_digest(a: np.ndarray) -> str:
+    """The SHA-256 of an array's C-order bytes, little-endian (zarrs' and numpy's view)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.byteorder == ">" or (a.dtype.names is None and a.dtype.byteorder == "=" and sys.byteorder == "big"):
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return sha256(a.tobytes())
+
+
+def other_reads(spec: dict, zarrs_read: str) -> dict:
+    """Each other reader's read of the array: the digest of its C-order little-endian
+    bytes, `None` where the reader cannot open the array, or the error of a failed read."""
+    import subprocess
+
+    import tensorstore as ts
+
+    out = {}
+    folder = os.path.join(spec["store"], spec["path"])
+    driver = "zarr3" if os.path.exists(os.path.join(folder, "zarr.json")) else "zarr"
+    try:
+        t = ts.open({"driver": driver, "kvstore": {"driver": "file", "path": folder}}, open=True).result()
+    except Exception:  # noqa: BLE001 - an array tensorstore does not open is not its to check
+        out["tensorstore"] = None
+    else:
+        try:
+            out["tensorstore"] = c_digest(np.asarray(t.read().result()))
+        except Exception as e:  # noqa: BLE001 - a failed read is reported
+            out["tensorstore"] = f"error: {e}"
+    r = subprocess.run([zarrs_read, spec["store"], "/" + spec["path"], "--sha256"], capture_output=True, text=True)
+    if r.returncode == 0:
+        out["zarrs"] = r.stdout.split()[2]
+    elif r.returncode == 3:
+        out["zarrs"] = None
+    else:
+        out["zarrs"] = f"error: {r.stderr.strip()}"
+    return out
+
+
+def others_agree(plan_path: str, out_path: str, zarrs_read: str) -> None:
+    with open(plan_path) as f:
+        plan = json.load(f)
+    kept = []
+    counts = {"tensorstore": 0, "zarrs": 0}
+    for spec in plan["arrays"]:
+        mine = c_digest(np.asarray(open_array(spec["store"], spec["path"])[...]))
+        readers = [r for r, got in other_reads(spec, zarrs_read).items() if got == mine]
+        for r in readers:
+            counts[r] += 1
+        if readers:
+            kept.append(dict(spec, readers=readers))
+    with open(out_path, "w") as f:
+        json.dump({"arrays": kept}, f)
+    print(f"check_written: before the writes, tensorstore reads {counts['tensorstore']} and zarrs "
+          f"{counts['zarrs']} of {len(plan['arrays'])} arrays as zarr {zarr.__version__} does")
+
+
+def others(path: str, zarrs_read: str) -> int:
+    with open(path) as f:
+        kept = json.load(f)["arrays"]
+    failures = []
+    counts = {"tensorstore": 0, "zarrs": 0}
+    for spec in kept:
+        mine = c_digest(np.asarray(open_array(spec["store"], spec["path"])[...]))
+        reads = other_reads(spec, zarrs_read)
+        for r in spec["readers"]:
+            counts[r] += 1
+            if reads[r] != mine:
+                failures.append(f"{spec['store']} {spec['path']}: {r} reads it otherwise ({reads[r]})")
+    for line in failures:
+        print("check_written: FAIL", line)
+    print(f"check_written: tensorstore read {counts['tensorstore']} arrays, zarrs {counts['zarrs']}: "
+          f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
 def torn(plan_path: str) -> int:
     """After a daemon was killed in a commit: every array of the plan with `save` reads
     (zarr-python), at the shape of its old or of its new metadata, and each of its
@@ -346,6 +430,11 @@ def main() -> int:
     if len(sys.argv) >= 4 and sys.argv[1] == "agree":
         agree(sys.argv[2], sys.argv[3])
         return 0
+    if len(sys.argv) >= 5 and sys.argv[1] == "others-agree":
+        others_agree(sys.argv[2], sys.argv[3], sys.argv[4])
+        return 0
+    if len(sys.argv) >= 4 and sys.argv[1] == "others":
+        return others(sys.argv[2], sys.argv[3])
     if len(sys.argv) >= 3 and sys.argv[1] == "torn":
         return torn(sys.argv[2])
     if len(sys.argv) >= 3 and sys.argv[1] == "check":

@@ -50,10 +50,11 @@ fn file_in(mount: &Mount, path: &str) -> PathBuf {
 }
 
 #[test]
-fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python() {
+fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python_tensorstore_and_zarrs() {
     let m = Manifest::load();
     let zarr3 = venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
     let zarr2 = venv_python("ZARRFS_ZARR2_PYTHON", "venv-zarr2");
+    let zarrs = zarrs_read();
     let layouts = [("C", "little"), ("F", "big"), ("C", "big"), ("F", "little")];
     for (round, (order, endian)) in layouts.into_iter().enumerate() {
         let tmp = TempDir::new("write-random");
@@ -106,6 +107,18 @@ fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python() {
             ],
         );
         assert!(out.contains("agrees on"), "{out}");
+        // The arrays tensorstore and zarrs read as zarr-python 3 does (before the writes).
+        let others_path = tmp.path().join("others.json");
+        let out = check_written(
+            &zarr3,
+            &[
+                "others-agree".as_ref(),
+                plan_path.as_os_str(),
+                others_path.as_os_str(),
+                zarrs.as_os_str(),
+            ],
+        );
+        assert!(out.contains("before the writes"), "{out}");
         let endian_flag = if endian == "big" { "big" } else { "little" };
         for (name, dir) in &stores {
             let staging = tmp.path().join(format!("staging-{name}"));
@@ -181,6 +194,29 @@ fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python() {
         }
         let out = check_written(&zarr3, &["check".as_ref(), plan_path.as_os_str()]);
         assert!(out.contains(" 0 failures"), "{out}");
+        // tensorstore and zarrs read back what they read before as zarr-python 3 does,
+        // most of the arrays each.
+        let out = check_written(
+            &zarr3,
+            &[
+                "others".as_ref(),
+                others_path.as_os_str(),
+                zarrs.as_os_str(),
+            ],
+        );
+        assert!(out.contains(" 0 failures"), "{out}");
+        let count = |after: &str| -> usize {
+            out.split(after)
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.trim_end_matches(':').parse().ok())
+                .unwrap_or(0)
+        };
+        let (ts, zs) = (count("tensorstore read "), count("zarrs "));
+        assert!(
+            ts >= 150 && zs >= 100,
+            "tensorstore read {ts} arrays, zarrs {zs}: {out}"
+        );
         // zarr-python 2.18 reads the v2 store back too.
         let out = check_written(
             &zarr2,
