@@ -56,50 +56,81 @@ struct Prepared {
     encoded: Option<Vec<u8>>,
 }
 
-/// Prepare the chunks `batch` on up to `workers` threads, in order.
-fn prepare_batch(ctx: &Prepare, batch: &[Vec<u64>], workers: usize) -> Vec<Result<Prepared>> {
-    if workers <= 1 || batch.len() <= 1 {
-        return batch.iter().map(|u| prepare(ctx, u)).collect();
-    }
-    let mut out: Vec<Option<Result<Prepared>>> = batch.iter().map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers.min(batch.len()))
-            .map(|w| {
-                scope.spawn(move || {
-                    batch
-                        .iter()
-                        .enumerate()
-                        .skip(w)
-                        .step_by(workers)
-                        .map(|(i, u)| (i, prepare(ctx, u)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        for handle in handles {
-            match handle.join() {
-                Ok(done) => {
-                    for (i, prepared) in done {
-                        out[i] = Some(prepared);
-                    }
-                }
-                Err(_) => {
-                    // A panic in a codec fails the chunks that thread had (below).
-                }
-            }
-        }
-    });
-    out.into_iter()
-        .zip(batch)
-        .map(|(p, u)| {
-            p.unwrap_or_else(|| {
+/// Prepare `chunks` on up to `workers` threads and apply each through `change` in their
+/// order as soon as it and those before it are ready: the store writes (on this thread)
+/// overlap the reads and encodes of the chunks after them, and at most `2 × workers`
+/// prepared chunks wait in memory. The first failure stops the rest.
+fn prepare_and_apply(
+    ctx: &Prepare,
+    chunks: &[Vec<u64>],
+    workers: usize,
+    change: &mut dyn Change,
+    done: &mut Committed,
+) -> Result<()> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let prepare_one = |u: &[u64]| {
+        // A panic in a codec fails its chunk (and so the commit), not the daemon.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(ctx, u)))
+            .unwrap_or_else(|_| {
                 Err(Error::Internal(format!(
                     "{}: preparing chunk {u:?} failed",
                     ctx.meta.meta_key
                 )))
             })
-        })
-        .collect()
+    };
+    if workers <= 1 || chunks.len() <= 1 {
+        for u in chunks {
+            apply(prepare_one(u)?, change, done)?;
+        }
+        return Ok(());
+    }
+    let window = workers * 2;
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    // How many chunks were applied: a worker takes chunk i once i < applied + window.
+    let applied = parking_lot::Mutex::new(0usize);
+    let moved = parking_lot::Condvar::new();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<Prepared>)>();
+    std::thread::scope(|scope| {
+        for _ in 0..workers.min(chunks.len()) {
+            let tx = tx.clone();
+            let (next, stop, applied, moved) = (&next, &stop, &applied, &moved);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= chunks.len() {
+                    return;
+                }
+                {
+                    let mut a = applied.lock();
+                    while i >= *a + window && !stop.load(Ordering::SeqCst) {
+                        moved.wait(&mut a);
+                    }
+                }
+                if stop.load(Ordering::SeqCst) || tx.send((i, prepare_one(&chunks[i]))).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(tx);
+        let mut ready = std::collections::BTreeMap::new();
+        let mut want = 0;
+        let mut result = Ok(());
+        for (i, prepared) in rx {
+            ready.insert(i, prepared);
+            while let Some(prepared) = ready.remove(&want) {
+                if result.is_ok() {
+                    result = prepared.and_then(|p| apply(p, &mut *change, &mut *done));
+                    if result.is_err() {
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                }
+                want += 1;
+                *applied.lock() = want;
+                moved.notify_all();
+            }
+        }
+        result
+    })
 }
 
 /// Chunk `u` as the staged bytes make it: read (unless written whole), patched, and
@@ -290,9 +321,9 @@ pub fn commit(
         reshape::rewrite_shape(meta, store, change, &shape)?;
         done.shape = Some(shape.clone());
     }
-    // Chunks are prepared (read, patched, encoded) a batch at a time on several threads,
-    // and put one by one in their order, so a commit uses the cores as the libraries'
-    // writers do while its store writes stay in order (and its memory one batch).
+    // Chunks are prepared (read, patched, encoded) on several threads and put one by
+    // one in their order as they are ready, so a commit uses the cores as the libraries'
+    // writers do, its store writes overlap the encodes, and its writes stay in order.
     let ctx = Prepare {
         meta,
         store,
@@ -308,11 +339,7 @@ pub fn commit(
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_WORKERS);
-    for batch in chunks.chunks(workers * 2) {
-        for prepared in prepare_batch(&ctx, batch, workers) {
-            apply(prepared?, &mut *change, &mut done)?;
-        }
-    }
+    prepare_and_apply(&ctx, &chunks, workers, change, &mut done)?;
     if shape != meta.shape && !change.all_or_nothing() {
         // A shrink drops the chunks wholly past the new end; the document follows the
         // chunks, so a reader never finds a shape whose chunks are not written yet.

@@ -1,6 +1,8 @@
 //! Writing a local folder store: each value goes to a temporary file in its own folder,
-//! is synced, then renamed over the key (and the folder synced), so that a reader, and
-//! a crash at any moment, finds the whole old value or the whole new one. A value whose
+//! is synced, then renamed over the key, so that a reader, and a crash at any moment,
+//! finds the whole old value or the whole new one. The folders a change renamed into
+//! are synced once each, before a metadata document is put and when the change ends,
+//! so a document never outlives, in a crash, the chunks put before it. A value whose
 //! file changed since it was read (another size or modification time) is left alone. A
 //! delete removes the folders it leaves empty.
 
@@ -83,30 +85,80 @@ fn sync_dir(key: &str, dir: &Path) -> Result<()> {
 
 impl Writer for FolderStore {
     fn begin(&self) -> Result<Box<dyn Change + '_>> {
-        Ok(Box::new(FolderChange(self)))
+        Ok(Box::new(FolderChange {
+            store: self,
+            unsynced: Default::default(),
+        }))
     }
 }
 
-/// A change of a folder store: each put and delete stands alone.
-struct FolderChange<'a>(&'a FolderStore);
+/// A change of a folder store: each put and delete stands alone; the folders renamed
+/// into wait for one sync each.
+struct FolderChange<'a> {
+    store: &'a FolderStore,
+    /// Folders renamed into since they were last synced, with a key put there.
+    unsynced: std::collections::BTreeMap<std::path::PathBuf, String>,
+}
 
-impl Change for FolderChange<'_> {
-    fn put(&mut self, key: &str, bytes: &[u8], expected: &Expected) -> Result<()> {
-        self.0.put(key, bytes, expected)
-    }
+/// Whether `key` is a node's metadata document (put after the chunks it describes).
+fn is_document(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    matches!(name, "zarr.json" | ".zarray" | ".zattrs" | ".zgroup")
+}
 
-    fn delete(&mut self, key: &str, expected: &Expected) -> Result<()> {
-        self.0.delete(key, expected)
-    }
-
-    fn finish(self: Box<Self>, _message: &str) -> Result<()> {
+impl FolderChange<'_> {
+    fn sync(&mut self) -> Result<()> {
+        while let Some((dir, key)) = self.unsynced.pop_first() {
+            sync_dir(&key, &dir)?;
+        }
         Ok(())
     }
 }
 
+impl Change for FolderChange<'_> {
+    fn put(&mut self, key: &str, bytes: &[u8], expected: &Expected) -> Result<()> {
+        if is_document(key) {
+            self.sync()?;
+        }
+        let dir = self.store.put_unsynced(key, bytes, expected)?;
+        self.unsynced.entry(dir).or_insert_with(|| key.to_string());
+        if is_document(key) {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &str, expected: &Expected) -> Result<()> {
+        self.store.delete(key, expected)
+    }
+
+    fn finish(mut self: Box<Self>, _message: &str) -> Result<()> {
+        self.sync()
+    }
+}
+
+impl Drop for FolderChange<'_> {
+    fn drop(&mut self) {
+        // A change dropped on a failure still syncs what it renamed.
+        let _ = self.sync();
+    }
+}
+
 impl FolderStore {
-    /// Put `bytes` at `key` (see [`Change::put`]).
+    /// Put `bytes` at `key` (see [`Change::put`]), its folder synced.
     pub fn put(&self, key: &str, bytes: &[u8], expected: &Expected) -> Result<()> {
+        let dir = self.put_unsynced(key, bytes, expected)?;
+        sync_dir(key, &dir)
+    }
+
+    /// Put `bytes` at `key`, the file synced before its rename; the folder it was renamed
+    /// into (not synced).
+    fn put_unsynced(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: &Expected,
+    ) -> Result<std::path::PathBuf> {
         let path = self.resolve(key)?;
         let dir = self.folder_of(key, &path)?;
         let name = path
@@ -132,7 +184,7 @@ impl FolderStore {
             let _ = std::fs::remove_file(&temp);
         }
         placed?;
-        sync_dir(key, &dir)
+        Ok(dir)
     }
 
     /// Delete the value at `key` (see [`Change::delete`]).
