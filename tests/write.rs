@@ -781,6 +781,7 @@ fn zarrfs_write_writes_a_whole_array_from_a_file_or_stdin_read_back_by_zarr_pyth
         c.output().expect("zarrfs write")
     };
     let staging = tmp.path().join("staging");
+    let input = std::fs::read(tmp.path().join("a.raw")).expect("the input");
     let out = zarrfs(
         &[
             tmp.path().join("v3").as_os_str(),
@@ -798,6 +799,10 @@ fn zarrfs_write_writes_a_whole_array_from_a_file_or_stdin_read_back_by_zarr_pyth
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("shape [25, 30]"));
+    assert!(
+        std::fs::read(tmp.path().join("a.raw")).expect("the input") == input,
+        "the input file is read where it is, never changed"
+    );
     let out = zarrfs(
         &[
             tmp.path().join("v2").as_os_str(),

@@ -607,14 +607,21 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let h = array.hierarchy()?;
             let staging = write_staging.unwrap_or_else(crate::write::default_staging);
-            let mut input: Box<dyn std::io::Read> = match &from {
-                Some(file) => Box::new(std::fs::File::open(file).map_err(|source| Error::Io {
-                    key: file.display().to_string(),
-                    source,
-                })?),
-                None => Box::new(std::io::stdin().lock()),
+            let input = match &from {
+                Some(path) => {
+                    let file = std::fs::File::open(path).map_err(|source| Error::Io {
+                        key: path.display().to_string(),
+                        source,
+                    })?;
+                    // A regular file is read where it is; anything else is staged.
+                    match file.metadata() {
+                        Ok(m) if m.is_file() => write::Input::File(file, path.clone()),
+                        _ => write::Input::Stream(Box::new(file)),
+                    }
+                }
+                None => write::Input::Stream(Box::new(std::io::stdin().lock())),
             };
-            let line = write::write(&h, &array.path, array.layout(), &mut input, &staging)?;
+            let line = write::write(&h, &array.path, array.layout(), input, &staging)?;
             eprintln!("{line}");
             Ok(())
         }

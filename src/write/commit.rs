@@ -70,13 +70,14 @@ fn prepare_and_apply(
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let prepare_one = |u: &[u64]| {
         // A panic in a codec fails its chunk (and so the commit), not the daemon.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(ctx, u)))
-            .unwrap_or_else(|_| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(ctx, u))).unwrap_or_else(
+            |_| {
                 Err(Error::Internal(format!(
                     "{}: preparing chunk {u:?} failed",
                     ctx.meta.meta_key
                 )))
-            })
+            },
+        )
     };
     if workers <= 1 || chunks.len() <= 1 {
         for u in chunks {

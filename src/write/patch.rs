@@ -66,7 +66,39 @@ fn copy_elements(
     let end = at + bytes.len() as u64;
     let first = at / item as u64;
     let last = end.div_ceil(item as u64);
+    // Whole elements laid one after another in the chunk: one copy, then the swaps.
+    let (whole_first, whole_last) = (at.div_ceil(item as u64), end / item as u64);
+    if step == 1 && whole_first < whole_last {
+        let dst = (offset + (whole_first - e) as usize) * item;
+        let src = (whole_first * item as u64 - at) as usize;
+        let n = (whole_last - whole_first) as usize * item;
+        let target = &mut chunk[dst..dst + n];
+        target.copy_from_slice(&bytes[src..src + n]);
+        if !element.swap.is_empty() {
+            target.chunks_exact_mut(item).for_each(|t| element.swap(t));
+        }
+        for el in (first..whole_first).chain(whole_last..last) {
+            copy_element(element, (e, offset, step), (at, bytes), chunk, el);
+        }
+        return;
+    }
     for el in first..last {
+        copy_element(element, (e, offset, step), (at, bytes), chunk, el);
+    }
+}
+
+/// Copy the part of element `el` (of the file) that `bytes` (from file offset `at`)
+/// holds into `chunk` (see [`copy_elements`]).
+fn copy_element(
+    element: &ElementLayout,
+    (e, offset, step): (u64, usize, usize),
+    (at, bytes): (u64, &[u8]),
+    chunk: &mut [u8],
+    el: u64,
+) {
+    let item = element.item;
+    let end = at + bytes.len() as u64;
+    {
         let dst = (offset + (el - e) as usize * step) * item;
         let target = &mut chunk[dst..dst + item];
         let el_start = el * item as u64;

@@ -22,6 +22,9 @@ pub struct Staged {
     file: File,
     at: PathBuf,
     base: u64,
+    /// Whether the staging file is this staging's own (removed, and emptied once all is
+    /// committed); a file it reads only (`zarrfs write --from FILE`) is left as it is.
+    owned: bool,
     /// The file's size now: a write past the end or a truncate changes it.
     size: Mutex<u64>,
     /// The size the store's array has (at the start, and after each commit).
@@ -74,12 +77,25 @@ impl Staged {
             file,
             at,
             base,
+            owned: true,
             size: Mutex::new(size),
             stored_size: Mutex::new(size),
             written: Mutex::new(written),
             turn: Mutex::new(()),
             conflicted: Default::default(),
         }
+    }
+
+    /// Staging that reads a whole array file from `file` (at `at`), `size` bytes, all of
+    /// them written, and never changes or removes it.
+    pub fn reading(path: &str, file: File, at: PathBuf, size: u64) -> Staged {
+        let mut written = RangeSet::new();
+        if size > 0 {
+            written.insert(0..size);
+        }
+        let mut staged = Staged::adopt(path, file, at, 0, size, written);
+        staged.owned = false;
+        staged
     }
 
     pub fn path(&self) -> &str {
@@ -105,6 +121,9 @@ impl Staged {
     /// Make the file `size` bytes (the caller holds the turn): bytes past a smaller size
     /// are gone, a larger one reads as fill value until written.
     pub fn set_size(&self, size: u64) -> Result<()> {
+        if !self.owned && size != self.size() {
+            return Err(Error::ReadOnly);
+        }
         if size > MAX_FILE {
             return Err(Error::BadWrite(format!(
                 "/{}: {size} bytes is larger than an array file can grow",
@@ -135,6 +154,9 @@ impl Staged {
     /// Stage `data` at `offset` (the caller holds the turn). With `grow`, a write past
     /// the end makes the file longer; without, it fails whole.
     pub fn write(&self, offset: u64, data: &[u8], grow: bool) -> Result<()> {
+        if !self.owned {
+            return Err(Error::ReadOnly);
+        }
         let size = self.size();
         let end = offset
             .checked_add(data.len() as u64)
@@ -206,7 +228,7 @@ impl Staged {
         for r in taken {
             written.remove(r.clone());
         }
-        if written.is_empty() {
+        if written.is_empty() && self.owned {
             // The space of the staged bytes goes back to the system.
             let _ = self.file.set_len(0);
         }
@@ -215,6 +237,9 @@ impl Staged {
 
 impl Drop for Staged {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         if self.is_empty() {
             let _ = std::fs::remove_file(&self.at);
             super::Writes::forget_note(&self.at);
@@ -273,6 +298,25 @@ mod tests {
         assert!(s.is_empty());
         drop(s);
         assert!(!at.exists(), "an empty staging file goes with its array");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_only_read_is_never_changed_or_removed() {
+        let dir = std::env::temp_dir().join(format!("zarrfs-staged-r-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let at = dir.join("input.raw");
+        std::fs::write(&at, b"0123456789").unwrap();
+        let file = File::open(&at).unwrap();
+        let s = Staged::reading("a", file, at.clone(), 10);
+        assert_eq!(s.ranges(), vec![0..10]);
+        assert!(matches!(s.write(0, b"x", false), Err(Error::ReadOnly)));
+        assert!(matches!(s.set_size(4), Err(Error::ReadOnly)));
+        let all = 0..10;
+        s.committed(std::slice::from_ref(&all));
+        assert!(s.is_empty());
+        drop(s);
+        assert_eq!(std::fs::read(&at).unwrap(), b"0123456789");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
