@@ -12,7 +12,9 @@ NAME; it keeps each expected array in EXPECT_DIR/NAME.npy (outside the mount) an
 list of cases in EXPECT_DIR/cases.json (with the SHA-256 of each array's C-order
 little-endian bytes, for readers outside Python). It also checks what is refused: a
 name that is already an array (EEXIST), a file that is neither .npy nor a sidecar
-(EROFS), a .npy whose data is longer than its header says (EINVAL at close).
+(EROFS), a .npy whose data is longer than its header says, one whose shape overflows and
+a file named .npy that is not one (each EINVAL at close, after which the mount still
+makes arrays).
 
 `check` reads every case with this Python's zarr-python (3, or 2.18 for a v2 store)
 after the mount is gone and compares it with the expectation: values, shape, data type,
@@ -141,12 +143,35 @@ def write(group_dir: str, expect_dir: str, fmt: int, layout: str) -> None:
         finally:
             os.close(fd)
     expect_errno(errno.EINVAL, "a .npy longer than its header says", too_long)
+
+    def raw(name: str, data: bytes):
+        def write_raw():
+            fd = os.open(os.path.join(group_dir, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        return write_raw
+
+    # Hostile headers fail their close; the mount goes on (the arrays after them are made).
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }"
+    header = header + " " * (63 - (10 + len(header)) % 64) + "\n"
+    overflow = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode()
+    expect_errno(errno.EINVAL, "a .npy whose shape overflows", raw("huge.npy", overflow))
+    expect_errno(errno.EINVAL, "a file named .npy that is not one", raw("text.npy", b"just some text, " * 8))
+    # The mount still makes arrays after them.
+    after = np.arange(6, dtype="<u2")
+    np.save(os.path.join(group_dir, "after.npy"), after)
+    np.save(os.path.join(expect_dir, "after.npy"), after)
+    made.append({"name": "after", "how": "npy", "dtype": "<u2", "shape": [6], "order": "C",
+                 "sha256": c_little_sha(after)})
     listed = set(os.listdir(group_dir))
     for case in made:
         if case["name"] not in listed:
             sys.exit(f"{case['name']} is not listed in {group_dir}: {sorted(listed)}")
-    if "long" in listed or "long.npy" in listed:
-        sys.exit(f"long.npy made an array: {sorted(listed)}")
+    for bad in ("long", "huge", "text"):
+        if bad in listed or bad + ".npy" in listed:
+            sys.exit(f"{bad}.npy made an array: {sorted(listed)}")
     with open(os.path.join(expect_dir, "cases.json"), "w") as f:
         json.dump({"format": fmt, "cases": made}, f)
     print(f"check_made: made {len(made)} arrays in {group_dir}")

@@ -107,18 +107,23 @@ fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python_tensorstor
             ],
         );
         assert!(out.contains("agrees on"), "{out}");
-        // The arrays tensorstore and zarrs read as zarr-python 3 does (before the writes).
+        // The arrays tensorstore and zarrs read as zarr-python 3 does (before the writes),
+        // in the first two layouts (one of each order and byte order: their reads of the
+        // store do not depend on the mount's layout).
         let others_path = tmp.path().join("others.json");
-        let out = check_written(
-            &zarr3,
-            &[
-                "others-agree".as_ref(),
-                plan_path.as_os_str(),
-                others_path.as_os_str(),
-                zarrs.as_os_str(),
-            ],
-        );
-        assert!(out.contains("before the writes"), "{out}");
+        let others_too = round < 2;
+        if others_too {
+            let out = check_written(
+                &zarr3,
+                &[
+                    "others-agree".as_ref(),
+                    plan_path.as_os_str(),
+                    others_path.as_os_str(),
+                    zarrs.as_os_str(),
+                ],
+            );
+            assert!(out.contains("before the writes"), "{out}");
+        }
         let endian_flag = if endian == "big" { "big" } else { "little" };
         for (name, dir) in &stores {
             let staging = tmp.path().join(format!("staging-{name}"));
@@ -194,29 +199,31 @@ fn random_writes_into_every_fixed_size_array_read_back_by_zarr_python_tensorstor
         }
         let out = check_written(&zarr3, &["check".as_ref(), plan_path.as_os_str()]);
         assert!(out.contains(" 0 failures"), "{out}");
-        // tensorstore and zarrs read back what they read before as zarr-python 3 does,
-        // most of the arrays each.
-        let out = check_written(
-            &zarr3,
-            &[
-                "others".as_ref(),
-                others_path.as_os_str(),
-                zarrs.as_os_str(),
-            ],
-        );
-        assert!(out.contains(" 0 failures"), "{out}");
-        let count = |after: &str| -> usize {
-            out.split(after)
-                .nth(1)
-                .and_then(|rest| rest.split_whitespace().next())
-                .and_then(|n| n.trim_end_matches(':').parse().ok())
-                .unwrap_or(0)
-        };
-        let (ts, zs) = (count("tensorstore read "), count("zarrs "));
-        assert!(
-            ts >= 150 && zs >= 100,
-            "tensorstore read {ts} arrays, zarrs {zs}: {out}"
-        );
+        if others_too {
+            // tensorstore and zarrs read back what they read before as zarr-python 3 does,
+            // most of the arrays each.
+            let out = check_written(
+                &zarr3,
+                &[
+                    "others".as_ref(),
+                    others_path.as_os_str(),
+                    zarrs.as_os_str(),
+                ],
+            );
+            assert!(out.contains(" 0 failures"), "{out}");
+            let count = |after: &str| -> usize {
+                out.split(after)
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .and_then(|n| n.trim_end_matches(':').parse().ok())
+                    .unwrap_or(0)
+            };
+            let (ts, zs) = (count("tensorstore read "), count("zarrs "));
+            assert!(
+                ts >= 150 && zs >= 100,
+                "tensorstore read {ts} arrays, zarrs {zs}: {out}"
+            );
+        }
         // zarr-python 2.18 reads the v2 store back too.
         let out = check_written(
             &zarr2,
@@ -1506,7 +1513,7 @@ fn numpy_save_and_a_new_sidecar_make_arrays_that_zarr_python_tensorstore_and_zar
                 layout.as_ref(),
             ],
         );
-        assert!(out.contains("made 9 arrays"), "{out}");
+        assert!(out.contains("made 10 arrays"), "{out}");
         let log = mount.log();
         drop(mount);
         assert!(
@@ -1520,13 +1527,13 @@ fn numpy_save_and_a_new_sidecar_make_arrays_that_zarr_python_tensorstore_and_zar
             codecs.as_ref(),
         ];
         let out = check_made(&zarr3, &[&["check".as_ref()], &args[..]].concat());
-        assert!(out.contains("reads 9 arrays"), "{out}");
+        assert!(out.contains("reads 10 arrays"), "{out}");
         if *format == "2" {
             let out = check_made(&zarr2, &[&["check".as_ref()], &args[..3]].concat());
             assert!(out.contains("zarr 2.18"), "{out}");
         }
         let out = check_made(&zarr3, &[&["tensorstore".as_ref()], &args[..3]].concat());
-        assert!(out.contains("tensorstore reads 8 arrays"), "{out}");
+        assert!(out.contains("tensorstore reads 9 arrays"), "{out}");
         if *format == "3" {
             let cases: Value = serde_json::from_slice(
                 &std::fs::read(expect.join("cases.json")).expect("cases.json"),
@@ -1557,7 +1564,7 @@ fn numpy_save_and_a_new_sidecar_make_arrays_that_zarr_python_tensorstore_and_zar
                 );
                 read += 1;
             }
-            assert_eq!(read, 8, "run {i}");
+            assert_eq!(read, 9, "run {i}");
         }
     }
 }

@@ -167,6 +167,13 @@ pub fn documents(
         .size()
         .ok_or_else(|| bad(&what, "variable-length elements are not written"))?
         as u64;
+    if let DataType::Struct(fields) = dtype {
+        let mut names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) || names.iter().any(|n| n.is_empty()) {
+            return Err(bad(&what, "fields without a name of their own"));
+        }
+    }
     if spec.shape.len() > MAX_DIMS {
         return Err(bad(&what, format!("more than {MAX_DIMS} dimensions")));
     }
@@ -388,6 +395,20 @@ mod tests {
         };
         assert!(matches!(
             documents(&strings, "t", "3", &NewDefaults::default()),
+            Err(Error::BadWrite(_))
+        ));
+        let field = |name: &str| crate::metadata::dtype::Field {
+            name: name.into(),
+            dtype: DataType::Int(4),
+            offset: 0,
+            shape: vec![],
+        };
+        let twice = Spec {
+            dtype: Some(DataType::Struct(vec![field("a"), field("a")])),
+            ..spec.clone()
+        };
+        assert!(matches!(
+            documents(&twice, "t", "2", &NewDefaults::default()),
             Err(Error::BadWrite(_))
         ));
     }

@@ -266,8 +266,13 @@ impl NewFile {
         file.read_exact_at(&mut header, 0)
             .map_err(|e| staging_error(&self.at, e))?;
         let mut cursor = Cursor::new(header.as_slice());
-        let parsed =
-            npyz::NpyHeader::from_reader(&mut cursor).map_err(|e| bad(format!("header: {e}")))?;
+        // The parser multiplies the shape out unchecked (a panic on overflow where
+        // arithmetic is checked): that is a bad header too.
+        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            npyz::NpyHeader::from_reader(&mut cursor)
+        }))
+        .map_err(|_| bad("a header whose shape overflows".into()))?
+        .map_err(|e| bad(format!("header: {e}")))?;
         let descr = descr_json(&parsed.dtype()).ok_or_else(|| bad("its data type".into()))?;
         let (dtype, swap) = dtype::parse_v2(&descr, &self.name).map_err(|e| bad(e.to_string()))?;
         let all = dtype.swap_units();
@@ -544,6 +549,55 @@ mod tests {
         let h = NewFile::create("c", "c.npy", NewKind::Npy, scratch("c.npy")).unwrap();
         h.write(0, b"\x93NUMPZ\x01\x00\x00\x00\x00\x00").unwrap();
         assert!(matches!(h.npy_header(), Err(Error::BadWrite(_))));
+    }
+
+    /// A `.npy` file of version 1.0 whose header text is `text` (padded as numpy pads).
+    fn raw_npy(text: &str) -> Vec<u8> {
+        let mut header = text.to_string();
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend((header.len() as u16).to_le_bytes());
+        out.extend(header.as_bytes());
+        out
+    }
+
+    #[test]
+    fn hostile_npy_headers_are_refused_without_a_panic() {
+        let nested = format!(
+            "{{'descr': {}'<f4'{}, 'fortran_order': False, 'shape': (1,), }}",
+            "[".repeat(20_000),
+            "]".repeat(20_000)
+        );
+        let cases = [
+            raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }"),
+            raw_npy("{'descr': '|O', 'fortran_order': False, 'shape': (3,), }"),
+            raw_npy("{'descr': '<f4', 'fortran_order': 'maybe', 'shape': (3,), }"),
+            raw_npy("{'descr': '<f4', 'shape': (3,), }"),
+            raw_npy("not a dict at all"),
+
+            raw_npy(&nested),
+            b"\x93NUMPY\x09\x00\x10\x00{}".to_vec(),
+            b"\x93NUMPY\x02\x00\xff\xff\xff\x7f".to_vec(),
+        ];
+        for (i, bytes) in cases.iter().enumerate() {
+            let f = NewFile::create(
+                "h",
+                "h.npy",
+                NewKind::Npy,
+                scratch(&format!("hostile-{i}.npy")),
+            )
+            .unwrap();
+            f.write(0, bytes).unwrap();
+            let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.npy_array()));
+            match got {
+                Ok(Err(Error::BadWrite(_))) => {}
+                Ok(other) => panic!("case {i}: {:?}", other.map(|o| o.map(|(s, _, _)| s.shape))),
+                Err(_) => panic!("case {i}: a panic"),
+            }
+        }
     }
 
     #[test]
