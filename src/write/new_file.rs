@@ -502,7 +502,7 @@ mod tests {
         let order = if fortran { "True" } else { "False" };
         let mut header =
             format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}");
-        while (10 + header.len() + 1) % 64 != 0 {
+        while !(10 + header.len() + 1).is_multiple_of(64) {
             header.push(' ');
         }
         header.push('\n');
@@ -554,7 +554,7 @@ mod tests {
     /// A `.npy` file of version 1.0 whose header text is `text` (padded as numpy pads).
     fn raw_npy(text: &str) -> Vec<u8> {
         let mut header = text.to_string();
-        while (10 + header.len() + 1) % 64 != 0 {
+        while !(10 + header.len() + 1).is_multiple_of(64) {
             header.push(' ');
         }
         header.push('\n');
