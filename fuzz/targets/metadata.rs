@@ -66,6 +66,7 @@ fn walk_fs(h: Hierarchy) {
         staging: None,
         write_wait: Default::default(),
         commit_message: None,
+        new_defaults: Default::default(),
     };
     let fs = ZarrFs::new(h, options, "store.zarr");
     let _ = fs.getattr(ROOT);
