@@ -27,17 +27,30 @@ fn fixed_arrays<'a>(m: &'a Manifest, store: &str) -> Vec<&'a Value> {
 /// Run `scripts/check_written.py` with `python`: its stdout; a failure fails the test
 /// with its output.
 fn check_written(python: &Path, args: &[&std::ffi::OsStr]) -> String {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/check_written.py");
+    run_script(python, "check_written.py", args)
+}
+
+/// Run `scripts/check_made.py` with `python` (see [`check_written`]).
+fn check_made(python: &Path, args: &[&std::ffi::OsStr]) -> String {
+    run_script(python, "check_made.py", args)
+}
+
+/// Run `scripts/SCRIPT` with `python` and `args`: its stdout; a failure fails the test
+/// with its output.
+fn run_script(python: &Path, script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(script);
     let out = std::process::Command::new(python)
-        .arg(&script)
+        .arg(&path)
         .args(args)
         .env("PYTHONWARNINGS", "ignore")
         .output()
-        .expect("run check_written.py");
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "check_written.py {args:?}: {}\n{stdout}\n{}",
+        "{script} {args:?}: {}\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -1407,26 +1420,6 @@ fn rewriting_one_chunk_row_writes_only_its_chunks_as_bytes_written_counts() {
         written, sizes,
         "bytes written are those two chunks' objects"
     );
-}
-
-/// Run `scripts/check_made.py` with `python`: its stdout; a failure fails the test with
-/// its output.
-fn check_made(python: &Path, args: &[&std::ffi::OsStr]) -> String {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/check_made.py");
-    let out = std::process::Command::new(python)
-        .arg(&script)
-        .args(args)
-        .env("PYTHONWARNINGS", "ignore")
-        .output()
-        .expect("run check_made.py");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "check_made.py {args:?}: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// zarrs' reader of a whole array (benches/zarrs-read, built by `scripts/test.sh`;

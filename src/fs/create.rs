@@ -161,11 +161,7 @@ impl ZarrFs {
                         )
                     },
                 )?;
-                *self
-                    .bytes_written
-                    .lock()
-                    .entry(array.to_string())
-                    .or_default() += done.bytes_put;
+                self.count_written(array, done.bytes_put);
                 log::info!(
                     "{what}: array made from {}: shape {:?}, {} chunks written ({} bytes)",
                     file.name(),
@@ -176,13 +172,8 @@ impl ZarrFs {
             }
         }
         file.set_made();
-        let dir = array.rsplit_once('/').map_or("", |(d, _)| d);
-        self.refresh_path(dir)?;
-        let parent = self
-            .creating
-            .lock()
-            .values()
-            .find_map(|c| (std::ptr::eq(c.file.as_ref(), file)).then_some(c.parent));
+        self.refresh_path(folder_of(array))?;
+        let parent = self.creating.lock().get(&path_of(file)).map(|c| c.parent);
         Ok(parent.into_iter().collect())
     }
 
@@ -190,10 +181,7 @@ impl ZarrFs {
     /// not (a file that is not whole then makes none, and says so in the log), and the
     /// name stands for what the store holds again.
     pub(super) fn release_new(&self, file: &Arc<NewFile>) {
-        let path = join(
-            file.array().rsplit_once('/').map_or("", |(d, _)| d),
-            file.name(),
-        );
+        let path = path_of(file);
         let last = {
             let mut creating = self.creating.lock();
             match creating.get_mut(&path) {
@@ -218,6 +206,16 @@ impl ZarrFs {
         self.creating.lock().remove(&path);
         self.inodes.unname(parent, file.name());
     }
+}
+
+/// The node path of the folder of the array at `array`.
+fn folder_of(array: &str) -> &str {
+    array.rsplit_once('/').map_or("", |(folder, _)| folder)
+}
+
+/// The path of a file being made (beside the array it makes).
+fn path_of(file: &NewFile) -> String {
+    join(folder_of(file.array()), file.name())
 }
 
 /// Put the documents of a new array, each where nothing is.

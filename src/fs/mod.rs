@@ -276,18 +276,19 @@ impl ZarrFs {
     /// name past the reading it came from, however long the answer took; with no
     /// interval, a day.
     pub fn entry_ttl(&self, ino: u64) -> Duration {
+        let entry = self.entry(ino).ok();
         // A file being made stands for an array only once it is made: its name is
         // looked up again every time.
-        if self
-            .entry(ino)
-            .is_ok_and(|e| matches!(e.node, Node::New(_)))
+        if entry
+            .as_ref()
+            .is_some_and(|e| matches!(e.node, Node::New(_)))
         {
             return Duration::ZERO;
         }
         let Some(interval) = self.hierarchy.refresh_interval() else {
             return self.attr_ttl();
         };
-        let Ok(entry) = self.entry(ino) else {
+        let Some(entry) = entry else {
             return Duration::ZERO;
         };
         let read_at = match &entry.node {
@@ -545,8 +546,12 @@ impl ZarrFs {
         if name.contains('/') || name == "." || name == ".." {
             return Err(missing());
         }
-        if self.new_file(&join(&dir, name)).is_some() {
-            return Ok((name.to_string(), Node::New(join(&dir, name))));
+        // Only a name that makes an array can be a file being made.
+        if crate::write::NewKind::of(name).is_some() {
+            let path = join(&dir, name);
+            if self.new_file(&path).is_some() {
+                return Ok((name.to_string(), Node::New(path)));
+            }
         }
         if self.root_array.is_some() && dir.is_empty() {
             return self

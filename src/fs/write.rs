@@ -90,6 +90,15 @@ impl ZarrFs {
         }
     }
 
+    /// Count `bytes` put into the store for the array at `path` (`user.zarrfs.bytes_written`).
+    pub(super) fn count_written(&self, path: &str, bytes: u64) {
+        *self
+            .bytes_written
+            .lock()
+            .entry(path.to_string())
+            .or_default() += bytes;
+    }
+
     /// Whether open file `fh` was opened for writing.
     pub fn is_writer(&self, fh: u64) -> bool {
         self.handle(fh)
@@ -378,11 +387,7 @@ impl ZarrFs {
             );
         })?;
         staged.set_conflicted(false);
-        *self
-            .bytes_written
-            .lock()
-            .entry(path.to_string())
-            .or_default() += done.bytes_put;
+        self.count_written(path, done.bytes_put);
         log::info!(
             "/{path}: committed {} staged bytes: {} chunks written ({} bytes), {} deleted{}",
             done.staged_bytes,

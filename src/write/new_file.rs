@@ -14,6 +14,7 @@ use rangemap::RangeSet;
 use serde_json::{Map, Value};
 
 use super::new_array::Spec;
+use super::staged::{staging_error, MAX_FILE};
 use super::Staged;
 use crate::error::{Error, Result};
 use crate::metadata::dtype::{self, DataType};
@@ -40,8 +41,6 @@ impl NewKind {
 
 /// The largest `.npy` header read (numpy's own bound is 4 GiB; real ones are short).
 const MAX_HEADER: u64 = 1 << 20;
-/// The largest file a `.npy` may be (as an array file may grow to).
-const MAX_FILE: u64 = 1 << 50;
 
 /// A file being made.
 pub struct NewFile {
@@ -71,15 +70,6 @@ pub struct NpyInfo {
     pub shape: Vec<u64>,
     pub data_offset: u64,
     pub data_len: u64,
-}
-
-fn staging_error(at: &std::path::Path, source: std::io::Error) -> Error {
-    let at = at.display().to_string();
-    if source.raw_os_error() == Some(libc::ENOSPC) {
-        Error::NoSpace { at, source }
-    } else {
-        Error::Io { key: at, source }
-    }
 }
 
 impl NewFile {
@@ -500,15 +490,9 @@ mod tests {
     /// A `.npy` as numpy writes it: version 1.0, the header padded to 64 bytes.
     fn npy(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
         let order = if fortran { "True" } else { "False" };
-        let mut header =
-            format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}");
-        while !(10 + header.len() + 1).is_multiple_of(64) {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend((header.len() as u16).to_le_bytes());
-        out.extend(header.as_bytes());
+        let mut out = raw_npy(&format!(
+            "{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}"
+        ));
         out.extend(data);
         out
     }

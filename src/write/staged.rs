@@ -38,9 +38,10 @@ pub struct Staged {
 }
 
 /// The largest file an array may grow to through writes (1 PiB).
-const MAX_FILE: u64 = 1 << 50;
+pub(super) const MAX_FILE: u64 = 1 << 50;
 
-fn staging_error(at: &Path, source: std::io::Error) -> Error {
+/// A staging file's I/O error: `ENOSPC` as [`Error::NoSpace`], naming where it is.
+pub(super) fn staging_error(at: &Path, source: std::io::Error) -> Error {
     let at = at.display().to_string();
     if source.raw_os_error() == Some(libc::ENOSPC) {
         Error::NoSpace { at, source }
