@@ -17,6 +17,8 @@ pub mod limits;
 pub mod metadata;
 pub mod pool;
 pub mod read;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod store;
 pub mod write;
 

@@ -177,6 +177,53 @@ impl StoreArgs {
     }
 }
 
+/// What the tree shows and how it is read: the flags `mount` and `serve` share.
+#[derive(clap::Args, Clone)]
+struct TreeArgs {
+    #[arg(long, value_enum, default_value = "C")]
+    order: OrderArg,
+    #[arg(long, value_enum, default_value = "little")]
+    endian: EndianArg,
+    /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G), or auto: an
+    /// eighth of the memory, at least 256 MiB and at most 4 GiB.
+    #[arg(long, default_value = "auto", value_parser = values::parse_cache_size)]
+    cache_size: usize,
+    /// The files each array shows: a comma list of raw, npy, tiff, envi, mhd, nrrd,
+    /// vrt, ome-tiff, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr,
+    /// NAME.vrt; NAME.ome.tif beside an OME-Zarr image group).
+    #[arg(long, default_value = "raw", value_parser = parse_views)]
+    views: FormatSet,
+    /// Worker threads for reads (default: the number of cores; for a remote store,
+    /// --max-requests).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Read the store's metadata again once what was read is this old (1s, 500ms,
+    /// 10m), so that grown, new, removed and rewritten arrays show; `off`: never.
+    /// Default (auto): 60s for a remote store, off for a local one.
+    #[arg(long, default_value = "auto", value_parser = parse_refresh)]
+    refresh: Refresh,
+}
+
+impl TreeArgs {
+    fn layout(&self) -> Layout {
+        layout_of(self.order, self.endian)
+    }
+
+    /// The filesystem's settings for these flags (read-only unless `staging`).
+    fn fs_options(&self, staging: Option<PathBuf>) -> FsOptions {
+        FsOptions {
+            layout: self.layout(),
+            cache_bytes: self.cache_size,
+            prefetch_threads: 0,
+            views: self.views.clone(),
+            staging,
+            write_wait: std::time::Duration::from_secs(10),
+            commit_message: None,
+            new_defaults: crate::write::new_array::NewDefaults::default(),
+        }
+    }
+}
+
 /// One array of a store and the layout of its flat file: what `cat` and `header` read.
 #[derive(clap::Args)]
 struct ArrayArgs {
@@ -257,19 +304,8 @@ enum Command {
         /// Stay in the foreground (Ctrl-C unmounts).
         #[arg(short, long)]
         foreground: bool,
-        #[arg(long, value_enum, default_value = "C")]
-        order: OrderArg,
-        #[arg(long, value_enum, default_value = "little")]
-        endian: EndianArg,
-        /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G), or auto: an
-        /// eighth of the memory, at least 256 MiB and at most 4 GiB.
-        #[arg(long, default_value = "auto", value_parser = values::parse_cache_size)]
-        cache_size: usize,
-        /// The files each array shows: a comma list of raw, npy, tiff, envi, mhd, nrrd,
-        /// vrt, ome-tiff, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr,
-        /// NAME.vrt; NAME.ome.tif beside an OME-Zarr image group).
-        #[arg(long, default_value = "raw", value_parser = parse_views)]
-        views: FormatSet,
+        #[command(flatten)]
+        tree: TreeArgs,
         /// How reads reach the daemon: through the kernel page cache (cache), straight
         /// into the reader's buffer with readahead in the daemon (direct), or per open
         /// (auto: direct when other files of the mount are being read, unless the page
@@ -282,15 +318,6 @@ enum Command {
         /// most 4 GiB).
         #[arg(long, default_value = "auto", value_parser = parse_materialize)]
         materialize: Materialize,
-        /// Worker threads for reads (default: the number of cores; for a remote store,
-        /// --max-requests).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Read the store's metadata again once what was read is this old (1s, 500ms,
-        /// 10m), so that grown, new, removed and rewritten arrays show; `off`: never.
-        /// Default (auto): 60s for a remote store, off for a local one.
-        #[arg(long, default_value = "auto", value_parser = parse_refresh)]
-        refresh: Refresh,
         /// With a refresh interval, a local folder is watched with inotify and a changed
         /// metadata document shows at once; --no-watch leaves it to the interval.
         #[arg(long)]
@@ -326,6 +353,38 @@ enum Command {
         /// FUSE options (allow_other, allow_root, default_permissions, ...), store
         /// options (endpoint=..., region=..., allow_http=true, ...) and any flag above
         /// as key=value (order=F, cache_size=2GiB, log_file=PATH).
+        #[arg(short = 'o', value_delimiter = ',')]
+        options: Vec<String>,
+    },
+    /// Serve the tree a mount of the same flags shows over HTTP and WebDAV (read-only),
+    /// in the foreground until SIGINT or SIGTERM: GET and HEAD with ranges, HTML and JSON
+    /// listings, PROPFIND. Loopback only, unless --token-file or --public.
+    #[cfg(feature = "serve")]
+    Serve {
+        /// A folder, s3://, gs://, az://, http(s):// URL, a .zip at any of them, or a kerchunk
+        /// reference set (JSON file).
+        store: String,
+        #[command(flatten)]
+        store_args: StoreArgs,
+        #[command(flatten)]
+        tree: TreeArgs,
+        /// The address to listen on (port 0: any free port, printed at startup).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8000")]
+        http: std::net::SocketAddr,
+        /// Every request must carry the token in this file's first line: as HTTP Basic's
+        /// password (any user name) or `Authorization: Bearer TOKEN`.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Listen on an address other than loopback without a token: anyone who reaches
+        /// it reads the store.
+        #[arg(long)]
+        public: bool,
+        /// Connections served at once; one more closes the one idle the longest.
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+        max_connections: u32,
+        #[command(flatten)]
+        log: logging::LogArgs,
+        /// Store options (endpoint=..., region=..., allow_http=true, ...).
         #[arg(short = 'o', value_delimiter = ',')]
         options: Vec<String>,
     },
@@ -514,14 +573,9 @@ fn run(cli: Cli) -> Result<()> {
             store_args,
             mountpoint,
             foreground,
-            order,
-            endian,
-            cache_size,
-            views,
+            tree,
             io,
             materialize,
-            threads,
-            refresh,
             no_watch,
             writable,
             write_staging,
@@ -540,28 +594,49 @@ fn run(cli: Cli) -> Result<()> {
                 mountpoint,
                 foreground,
                 fs: FsOptions {
-                    layout: Layout {
-                        order: order_of(order),
-                        big_endian: matches!(endian, EndianArg::Big),
-                    },
-                    cache_bytes: cache_size,
-                    prefetch_threads: 0,
-                    views,
-                    staging: writable
-                        .then(|| write_staging.unwrap_or_else(crate::write::default_staging)),
                     write_wait,
                     commit_message,
                     new_defaults: crate::write::new_array::NewDefaults {
                         chunks: new_chunks,
                         codecs: new_codecs,
                     },
+                    ..tree.fs_options(
+                        writable
+                            .then(|| write_staging.unwrap_or_else(crate::write::default_staging)),
+                    )
                 },
-                threads,
+                threads: tree.threads,
                 io,
                 materialize: materialize.0,
-                refresh: refresh.0,
+                refresh: tree.refresh.0,
                 watch: !no_watch,
                 options: fuse_options,
+            })
+        }
+        #[cfg(feature = "serve")]
+        Command::Serve {
+            store,
+            store_args,
+            tree,
+            http,
+            token_file,
+            public,
+            max_connections,
+            log: _,
+            options,
+        } => {
+            let store_cfg = store_args.config(options.iter().map(String::as_str))?;
+            crate::serve::serve(crate::serve::ServeConfig {
+                fs: tree.fs_options(None),
+                store,
+                store_cfg,
+                threads: tree.threads,
+                io: IoMode::Direct,
+                refresh: tree.refresh.0,
+                addr: http,
+                token_file,
+                public,
+                max_connections: max_connections as usize,
             })
         }
         Command::Umount { mountpoint } => crate::daemon::mount::unmount(&mountpoint),
@@ -662,6 +737,13 @@ fn init_logging(cli: &Cli) -> Result<()> {
         Command::Mount {
             log, foreground, ..
         } => (log.clone(), *foreground),
+        // A server logs a line per request, at info.
+        #[cfg(feature = "serve")]
+        Command::Serve { log, .. } => {
+            let mut log = log.clone();
+            log.log_level = log.log_level.or(Some(log::LevelFilter::Info));
+            (log, true)
+        }
         _ => (logging::LogArgs::default(), true),
     };
     let sink = match (

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::write::new_array::{Compressor, NewChunks, NewCodecs};
 
 /// `--refresh`: a duration (`1s`, `500ms`, `10m`, a number of seconds) or `off`; `auto`
-/// for [`crate::daemon::mount::default_refresh`].
+/// for [`crate::fs::io::setup::default_refresh`].
 pub fn parse_refresh(s: &str) -> Result<Option<Option<Duration>>, String> {
     match s.trim() {
         "auto" => Ok(None),

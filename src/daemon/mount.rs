@@ -15,10 +15,9 @@ use crate::daemon::background;
 use crate::daemon::fuse::FuseAdapter;
 use crate::daemon::invalidate::Invalidator;
 use crate::daemon::mountinfo::{is_mounted, mounted_device};
-use crate::fs::io::{IoMode, Serving};
+use crate::fs::io::{setup, IoMode, Serving};
 use crate::fs::{FsOptions, ZarrFs};
 use crate::hierarchy::Hierarchy;
-use crate::read::prefetch::PREFETCH_PER_CORE;
 use crate::store::{Location, StoreConfig};
 use crate::{Error, Result};
 
@@ -45,24 +44,13 @@ pub struct MountConfig {
     /// [`default_materialize`]).
     pub materialize: Option<u64>,
     /// How long what was read of the store stays good (`Some(None)`: for the mount's
-    /// life; `None`: [`default_refresh`]).
+    /// life; `None`: [`setup::default_refresh`]).
     pub refresh: Option<Option<Duration>>,
     /// Whether a local folder that refreshes is watched with inotify (see
     /// [`crate::daemon::watch`]).
     pub watch: bool,
     /// FUSE mount options.
     pub options: Vec<String>,
-}
-
-/// A remote store's metadata is read again after this long by default.
-pub const REMOTE_REFRESH: Duration = Duration::from_secs(60);
-
-/// The refresh interval of a store by default: a minute for a remote store (a few
-/// requests per node a minute); none for a local folder or archive (nothing watches it
-/// for changes yet, and reading it again would decode its arrays again).
-pub fn default_refresh(store: &str) -> Option<Duration> {
-    let remote = matches!(Location::parse(store), Location::Url(_));
-    remote.then_some(REMOTE_REFRESH)
 }
 
 /// The session's configuration: mount options, who may use the mount, and `threads`
@@ -144,11 +132,8 @@ fn raise_readahead(mountpoint: &Path, kib: u32) {
 
 /// The checks that must fail before going to the background.
 fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
-    // What the disk cache knows of a version holds for one refresh interval.
-    let mut store_cfg = cfg.store_cfg.clone();
-    store_cfg.revalidate = cfg.refresh.unwrap_or_else(|| default_refresh(&cfg.store));
-    let store = crate::store::open(&cfg.store, &store_cfg)?;
-    let hierarchy = Hierarchy::open(store).map_err(|e| Error::startup_from(&cfg.store, e))?;
+    let refresh = setup::refresh_of(&cfg.store, cfg.refresh);
+    let hierarchy = setup::open_hierarchy(&cfg.store, &cfg.store_cfg, refresh)?;
     let mp = &cfg.mountpoint;
     // A mount whose daemon died answers every stat with ENOTCONN.
     let not_usable = |e: std::io::Error| match e.raw_os_error() {
@@ -185,7 +170,7 @@ fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
 }
 
 /// Run `zarrfs mount`: in front with `foreground`, else in the background once mounted.
-pub fn mount(mut cfg: MountConfig) -> Result<()> {
+pub fn mount(cfg: MountConfig) -> Result<()> {
     let (mountpoint, hierarchy) = preflight(&cfg)?;
     if !cfg.foreground && !background::is_daemon() {
         return background::spawn_daemon(&mountpoint);
@@ -193,20 +178,8 @@ pub fn mount(mut cfg: MountConfig) -> Result<()> {
     background::block_signals();
     crate::daemon::memory::tune_allocator();
     crate::daemon::memory::return_free_memory();
-    let name = crate::store::short_name(&cfg.store);
-    let threads = cfg
-        .threads
-        .unwrap_or_else(|| hierarchy.store().caps().concurrency)
-        .max(1);
-    if cfg.fs.prefetch_threads == 0 {
-        cfg.fs.prefetch_threads = threads * PREFETCH_PER_CORE;
-    }
-    let refresh = cfg.refresh.unwrap_or_else(|| default_refresh(&cfg.store));
-    match refresh {
-        Some(d) => log::info!("refresh: what is read of the store is read again after {d:?}"),
-        None => log::info!("refresh: off"),
-    }
-    let fs = Arc::new(ZarrFs::new(hierarchy.with_refresh(refresh), cfg.fs, &name));
+    let refresh = setup::refresh_of(&cfg.store, cfg.refresh);
+    let (fs, threads) = setup::build(hierarchy, cfg.fs, &cfg.store, cfg.threads, refresh);
     let watched_fs = fs.clone();
     let writable = fs.writable();
     if writable {

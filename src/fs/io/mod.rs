@@ -15,6 +15,7 @@ mod fault;
 mod materialize;
 pub mod mode;
 mod read;
+pub mod setup;
 
 use std::fs::File;
 use std::io;
