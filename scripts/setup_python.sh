@@ -2,7 +2,9 @@
 # Create the Python virtual environments that write the test fixtures.
 #
 #   target/venv-zarr3  zarr-python 3.x: writes the Zarr v2 and v3 fixtures; tensorstore
-#                      reads back what writable mounts write (scripts/check_made.py)
+#                      reads back what writable mounts write (scripts/check_made.py);
+#                      requests and fsspec's HTTP filesystem read what `zarrfs serve`
+#                      serves (scripts/check_served.py)
 #   target/venv-zarr2  zarr-python 2.18.7: writes the 2020 draft-v3 layout
 #   target/venv-views  the file views' readers (scripts/check_views.py): Debian's
 #                      /usr/bin/python3 with its site packages (GDAL's osgeo from
@@ -40,7 +42,10 @@ zarr3_requirements='zarr>=3.1,<4
 numpy
 numcodecs[crc32c]
 crc32c
-tensorstore'
+tensorstore
+requests
+fsspec
+aiohttp'
 zarr2_requirements='zarr==2.18.7
 numpy<2
 numcodecs>=0.12,<0.16

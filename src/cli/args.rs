@@ -221,15 +221,14 @@ mod tests {
         ]);
         match cli.command {
             crate::cli::Command::Mount {
-                order,
-                cache_size,
+                tree,
                 store_args,
                 log,
                 options,
                 ..
             } => {
-                assert!(matches!(order, crate::cli::OrderArg::F));
-                assert_eq!(cache_size, 64 << 20);
+                assert!(matches!(tree.order, crate::cli::OrderArg::F));
+                assert_eq!(tree.cache_size, 64 << 20);
                 assert_eq!(store_args.max_requests, 4);
                 assert_eq!(log.log_file.as_deref(), Some("/tmp/a:b.log".as_ref()));
                 assert_eq!(log.log_level, Some(log::LevelFilter::Info));
@@ -301,7 +300,10 @@ mod tests {
         assert!(matches!(
             cli.command,
             crate::cli::Command::Mount {
-                threads: Some(3),
+                tree: crate::cli::TreeArgs {
+                    threads: Some(3),
+                    ..
+                },
                 ..
             }
         ));
