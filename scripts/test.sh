@@ -94,18 +94,61 @@ bash scripts/build-wheel.sh
 # zarrs' reader of whole arrays (benches/zarrs-read): the write tests read back with it.
 CARGO_TARGET_DIR=target/zarrs-read cargo build --release -q --manifest-path benches/zarrs-read/Cargo.toml
 
+# How long each step took, printed as it ends (a fresh clone must stay well inside CI's
+# limit).
+step_began=$SECONDS
+step() { echo "test.sh: $1 took $((SECONDS - step_began)) s"; step_began=$SECONDS; }
+step "installing and writing fixtures"
+
 cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings
+step "fmt and clippy"
+# The build without FUSE (`zarrfs serve`, `cat`, `inspect`, `header`; no fuser in its
+# tree): its unit tests, and its binary serving every fixture array. Built first, so
+# that the default build below puts the binary the other tests run back in place.
+no_fuse_tree="$(cargo tree --no-default-features --features serve -e normal)"
+if grep -q ' fuser ' <<<"$no_fuse_tree"; then
+    echo "test.sh: the build without FUSE has fuser in its tree" >&2
+    exit 1
+fi
+cargo test --release --no-default-features --features serve --lib -- --test-threads=2
+cargo test --release --no-default-features --features serve --test serve -- \
+    --test-threads=2 without_fuse
+step "the build without FUSE"
 # The mount tests use the venv's Python (numpy) for memmap checks.
 export ZARRFS_TEST_PYTHON="$PWD/target/venv-zarr3/bin/python"
 cargo test --release -- --test-threads=2
+step "every test (io auto)"
 # The mount tests again in each fixed I/O mode (the run above used the default, auto):
 # direct (every read reaches the daemon, mmap goes through the page cache), then cache.
-for io in direct cache; do
-    ZARRFS_TEST_IO=$io ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
-        cargo test --release --test mount --test views --test stress --test hostile --test remote \
-        --test references --test icechunk --test refresh --test inodes --test geo --test ome --test write \
-        -- --test-threads=2
-done
+# The two modes run side by side (their tests share no files, ports or mountpoints; most
+# of their time is waiting on refresh intervals and servers), each into its own log,
+# printed when both are done.
+io_tests=(mount views stress hostile remote references icechunk refresh inodes geo ome write)
+mapfile -t io_bins < <(cargo test --release --no-run --message-format=json \
+    $(printf -- '--test %s ' "${io_tests[@]}") 2>/dev/null \
+    | python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])')
+[ "${#io_bins[@]}" -eq "${#io_tests[@]}" ] || { echo "test.sh: found ${#io_bins[@]} of ${#io_tests[@]} test binaries" >&2; exit 1; }
+io_pass() {
+    local io=$1 bin rc=0
+    for bin in "${io_bins[@]}"; do
+        echo "test.sh: $io: $(basename "$bin")"
+        ZARRFS_TEST_IO=$io ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
+            "$bin" --test-threads=2 || rc=1
+    done
+    return $rc
+}
+io_pass direct > target/test-io-direct.log 2>&1 &
+direct_pid=$!
+io_pass cache > target/test-io-cache.log 2>&1 && cache_rc=0 || cache_rc=$?
+wait $direct_pid && direct_rc=0 || direct_rc=$?
+cat target/test-io-direct.log target/test-io-cache.log
+[ "$direct_rc" -eq 0 ] && [ "$cache_rc" -eq 0 ] || { echo "test.sh: an io pass failed (direct $direct_rc, cache $cache_rc)" >&2; exit 1; }
+step "the io passes (direct and cache)"
 # Fuzz smoke run: every fuzz target (fuzz/) for 30 s under afl-fuzz; fails on a crash.
 bash scripts/fuzz.sh 30
+step "fuzz smoke run"

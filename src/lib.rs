@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod codec;
+#[cfg(feature = "fuse")]
 pub mod daemon;
 pub mod error;
 pub mod formats;
@@ -16,6 +17,7 @@ pub mod json;
 pub mod limits;
 pub mod metadata;
 pub mod pool;
+pub mod process;
 pub mod read;
 #[cfg(feature = "serve")]
 pub mod serve;

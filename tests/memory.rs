@@ -1,10 +1,10 @@
-//! The daemon's heaps give freed memory back to the system (`daemon::memory`): buffers
+//! The daemon's heaps give freed memory back to the system (`process::memory`): buffers
 //! freed together do not stay resident for the process's life. A test binary of its own,
 //! so that no other test's allocations move the process's resident memory meanwhile.
 
 use std::time::{Duration, Instant};
 
-use zarrfs::daemon::memory::{return_free_memory, tune_allocator, KEEP_FREE};
+use zarrfs::process::memory::{return_free_memory, tune_allocator, KEEP_FREE};
 
 const MIB: u64 = 1 << 20;
 

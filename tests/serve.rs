@@ -606,3 +606,72 @@ fn sigterm_and_sigint_stop_the_server_cleanly() {
         assert!(served.log().contains("stopped serving"), "{}", served.log());
     }
 }
+
+/// `GET path` on a new connection: the status and the body.
+fn http_get(addr: &str, path: &str) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    s.write_all(&get(path, "")).expect("ask");
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(answer.len(), |i| i + 4);
+    let head = String::from_utf8_lossy(&answer[..split]);
+    let code = head
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|t| t.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, answer[split..].to_vec())
+}
+
+/// What the build without FUSE must do (`scripts/test.sh` runs this test with that
+/// build's binary): serve every array of every fixture store as zarr-python reads it.
+#[test]
+fn the_build_without_fuse_serves_every_fixture_array() {
+    use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+    let m = common::Manifest::load();
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for store in common::fixtures::stores(&m) {
+        let dir = m.store_dir(&store);
+        let served = Served::start(dir.to_str().expect("path"), &[]);
+        let addr = served.addr();
+        for entry in common::fixtures::arrays_of(&m, &store) {
+            if entry["vlen"] == true || common::fixtures::is_unsupported(entry) {
+                continue;
+            }
+            let file = common::mount::array_file(
+                &m,
+                &store,
+                entry["path"].as_str().unwrap_or(""),
+                Path::new("/"),
+            );
+            let path: Vec<String> = file
+                .components()
+                .skip(1)
+                .map(|c| {
+                    utf8_percent_encode(&c.as_os_str().to_string_lossy(), NON_ALPHANUMERIC)
+                        .to_string()
+                })
+                .collect();
+            let (code, body) = http_get(&addr, &format!("/{}", path.join("/")));
+            if code != 200
+                || common::sha256(&body) != entry["sha256"]["C_little"].as_str().unwrap_or("")
+            {
+                failures.push(format!(
+                    "{store}/{}: {code}, {} bytes",
+                    entry["path"],
+                    body.len()
+                ));
+            }
+            checked += 1;
+        }
+    }
+    common::assert_no_failures(&failures);
+    assert!(checked >= 400, "{checked} arrays checked");
+    eprintln!("{checked} arrays served as zarr-python reads them");
+}

@@ -1,10 +1,12 @@
 //! The zarrfs command line: argument parsing, logging, and calls into the library
 //! (the binary's `main` is [`main`]).
 
+#[cfg(feature = "fuse")]
 mod args;
 mod docs;
 pub mod inspect;
 mod progress;
+#[cfg(feature = "fuse")]
 mod refresh;
 mod values;
 mod write;
@@ -18,13 +20,14 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::daemon::logging;
+#[cfg(feature = "fuse")]
 use crate::daemon::mount::MountConfig;
 use crate::error::output_error;
 use crate::formats::{self, FormatKind, FormatSet, Placement, Segment};
 use crate::fs::io::IoMode;
 use crate::fs::FsOptions;
 use crate::hierarchy::Hierarchy;
+use crate::process::logging;
 use crate::read::array::Array;
 use crate::read::cache::UnitCache;
 use crate::read::prefetch::{Prefetcher, PREFETCH_PER_CORE};
@@ -109,8 +112,10 @@ fn parse_refresh(s: &str) -> std::result::Result<Refresh, String> {
 
 /// `--materialize`: a budget, or the default.
 #[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
 struct Materialize(Option<u64>);
 
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
 fn parse_materialize(s: &str) -> std::result::Result<Materialize, String> {
     match s {
         "auto" => Ok(Materialize(None)),
@@ -119,6 +124,7 @@ fn parse_materialize(s: &str) -> std::result::Result<Materialize, String> {
     }
 }
 
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
 fn parse_io(s: &str) -> std::result::Result<IoMode, String> {
     s.parse()
 }
@@ -294,6 +300,7 @@ enum Command {
     /// --writable). Also `zarrfs STORE MOUNTPOINT -o OPTIONS` (what mount(8) runs for
     /// fuse.zarrfs): every flag is an -o option too (cache_size=2GiB), mount(8)/fstab
     /// options are ignored.
+    #[cfg(feature = "fuse")]
     Mount {
         /// A folder, s3://, gs://, az://, http(s):// URL, a .zip at any of them, or a kerchunk
         /// reference set (JSON file).
@@ -389,9 +396,11 @@ enum Command {
         options: Vec<String>,
     },
     /// Unmount a zarrfs mount, including a stale one left by a killed daemon.
+    #[cfg(feature = "fuse")]
     Umount { mountpoint: PathBuf },
     /// Have a mount read PATH (a file or folder inside it, or the mountpoint: all of it)
     /// from its store again now; a setxattr of user.zarrfs.refresh on PATH does the same.
+    #[cfg(feature = "fuse")]
     Refresh { path: PathBuf },
     /// Write a small demo hierarchy (v3 with zstd and sharding, v2, an implicit group).
     Demo { dir: PathBuf },
@@ -478,7 +487,7 @@ fn cat(h: Hierarchy, path: &str, layout: Layout, kind: FormatKind, quiet: bool) 
     } else {
         view_segments(&h, path, kind, layout, None)?
     };
-    crate::daemon::memory::tune_allocator();
+    crate::process::memory::tune_allocator();
     // Straight to file descriptor 1: std's stdout is line-buffered and scans for newlines.
     let fd = std::io::stdout()
         .as_fd()
@@ -527,7 +536,7 @@ fn write_array(
     let unit = array.unit_bytes().max(1 << 16) as u64;
     // At most half the machine's memory: a huge layer then costs repeated decodes, not
     // the process.
-    let half_memory = crate::daemon::memory::physical() / 2;
+    let half_memory = crate::process::memory::physical() / 2;
     let budget = row_units
         .saturating_mul(4)
         .saturating_mul(unit)
@@ -568,6 +577,7 @@ fn layout_of(order: OrderArg, endian: EndianArg) -> Layout {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        #[cfg(feature = "fuse")]
         Command::Mount {
             store,
             store_args,
@@ -639,7 +649,9 @@ fn run(cli: Cli) -> Result<()> {
                 max_connections: max_connections as usize,
             })
         }
+        #[cfg(feature = "fuse")]
         Command::Umount { mountpoint } => crate::daemon::mount::unmount(&mountpoint),
+        #[cfg(feature = "fuse")]
         Command::Refresh { path } => refresh::refresh(&path),
         Command::Demo { dir } => {
             crate::hierarchy::demo::write(&dir)?;
@@ -734,6 +746,7 @@ fn run(cli: Cli) -> Result<()> {
 /// syslog, everything else to stderr.
 fn init_logging(cli: &Cli) -> Result<()> {
     let (log, foreground) = match &cli.command {
+        #[cfg(feature = "fuse")]
         Command::Mount {
             log, foreground, ..
         } => (log.clone(), *foreground),
@@ -746,11 +759,11 @@ fn init_logging(cli: &Cli) -> Result<()> {
         }
         _ => (logging::LogArgs::default(), true),
     };
-    let sink = match (
-        &log.log_file,
-        foreground,
-        crate::daemon::background::is_daemon(),
-    ) {
+    #[cfg(feature = "fuse")]
+    let is_daemon = crate::daemon::background::is_daemon();
+    #[cfg(not(feature = "fuse"))]
+    let is_daemon = false;
+    let sink = match (&log.log_file, foreground, is_daemon) {
         (Some(path), true, _) | (Some(path), false, true) => logging::Sink::File(path),
         (Some(path), false, false) => {
             // The starting process logs to the terminal; the file is checked now.
@@ -766,6 +779,7 @@ fn init_logging(cli: &Cli) -> Result<()> {
 /// The `zarrfs` command: parse the arguments, run the command, exit 0 or 1.
 pub fn main() -> ExitCode {
     // `zarrfs STORE DIR -o OPTIONS` (mount(8), fstab) into `zarrfs mount ...`.
+    #[cfg(feature = "fuse")]
     let argv = match args::normalize(std::env::args_os().collect(), &Cli::command()) {
         Ok(argv) => argv,
         Err(e) => {
@@ -773,6 +787,8 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    #[cfg(not(feature = "fuse"))]
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = Cli::parse_from(argv);
     if let Err(e) = init_logging(&cli) {
         eprintln!("zarrfs: {e}");

@@ -27,6 +27,7 @@ pub fn parse_refresh(s: &str) -> Result<Option<Option<Duration>>, String> {
 }
 
 /// `-o key=value` options that are the kernel's or libfuse's, not the store's.
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
 const FUSE_KEYS: &[&str] = &[
     "fsname",
     "subtype",
@@ -42,6 +43,7 @@ const FUSE_KEYS: &[&str] = &[
 ];
 
 /// Split `-o` options into the store's (`key=value` that FUSE does not know) and FUSE's.
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
 pub fn split_options(options: &[String]) -> (Vec<&str>, Vec<String>) {
     let mut store = Vec::new();
     let mut fuse = Vec::new();
@@ -77,11 +79,11 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     Ok((value * (1u64 << shift) as f64) as usize)
 }
 
-/// `--cache-size`: bytes with a unit, or `auto` (see [`crate::daemon::memory::default_cache`]).
+/// `--cache-size`: bytes with a unit, or `auto` (see [`crate::process::memory::default_cache`]).
 pub fn parse_cache_size(s: &str) -> Result<usize, String> {
     if s.trim() == "auto" {
-        return Ok(crate::daemon::memory::default_cache(
-            crate::daemon::memory::physical(),
+        return Ok(crate::process::memory::default_cache(
+            crate::process::memory::physical(),
         ));
     }
     parse_size(s)
@@ -97,6 +99,7 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
 
 /// `--new-codecs`: a comma list: one of `none`, `zstd[:LEVEL]`, `gzip[:LEVEL]`,
 /// `blosc-lz4`, `blosc-zstd`, and optionally `shard:INNER_BYTES` (`shard:256KiB`).
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
 pub fn parse_new_codecs(s: &str) -> Result<NewCodecs, String> {
     let mut out = NewCodecs {
         compressor: Compressor::Zstd(3),
@@ -143,6 +146,7 @@ pub fn parse_new_codecs(s: &str) -> Result<NewCodecs, String> {
 
 /// `--new-chunks`: a size (`4MiB`: about that many bytes per chunk) or a chunk shape
 /// with commas (`1,256,256`; `4096,` for one dimension).
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
 pub fn parse_new_chunks(s: &str) -> Result<NewChunks, String> {
     if s.contains(',') {
         let shape: Option<Vec<u64>> = s
@@ -176,7 +180,7 @@ mod tests {
 
     #[test]
     fn the_cache_size_is_a_size_or_auto() {
-        let auto = crate::daemon::memory::default_cache(crate::daemon::memory::physical());
+        let auto = crate::process::memory::default_cache(crate::process::memory::physical());
         assert_eq!(parse_cache_size("auto"), Ok(auto));
         assert!((256 << 20..=4 << 30).contains(&auto));
         assert_eq!(parse_cache_size("64MiB"), Ok(64 << 20));

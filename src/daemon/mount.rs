@@ -106,7 +106,7 @@ pub fn default_materialize() -> u64 {
     // SAFETY: geteuid only reads the process's user id.
     let root = unsafe { libc::geteuid() } == 0;
     if root {
-        (crate::daemon::memory::physical() / 4).min(4 << 30)
+        (crate::process::memory::physical() / 4).min(4 << 30)
     } else {
         0
     }
@@ -176,8 +176,8 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
         return background::spawn_daemon(&mountpoint);
     }
     background::block_signals();
-    crate::daemon::memory::tune_allocator();
-    crate::daemon::memory::return_free_memory();
+    crate::process::memory::tune_allocator();
+    crate::process::memory::return_free_memory();
     let refresh = setup::refresh_of(&cfg.store, cfg.refresh);
     let (fs, threads) = setup::build(hierarchy, cfg.fs, &cfg.store, cfg.threads, refresh);
     let watched_fs = fs.clone();
