@@ -104,6 +104,7 @@ struct StoreArgs {
 
 /// `--refresh`: an interval, off (`Some(None)`), or the default (`None`).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(any(feature = "fuse", feature = "serve")), allow(dead_code))]
 struct Refresh(Option<Option<Duration>>);
 
 fn parse_refresh(s: &str) -> std::result::Result<Refresh, String> {
@@ -210,6 +211,7 @@ struct TreeArgs {
     refresh: Refresh,
 }
 
+#[cfg_attr(not(any(feature = "fuse", feature = "serve")), allow(dead_code))]
 impl TreeArgs {
     fn layout(&self) -> Layout {
         layout_of(self.order, self.endian)
