@@ -4,10 +4,14 @@
 
 use std::path::Path;
 
-/// Top to bottom; `error`, `json`, `limits` and `pool` lie beneath them all.
-const LAYERS: [&str; 10] = [
+/// Top to bottom; `error`, `json`, `limits` and `pool` lie beneath them all. The two
+/// fronts (`daemon`, FUSE; `serve`, HTTP) sit over `process` and `fs`; the HTTP front
+/// names nothing of the FUSE one.
+const LAYERS: [&str; 12] = [
     "cli",
     "daemon",
+    "serve",
+    "process",
     "fs",
     "write",
     "formats",
