@@ -43,6 +43,9 @@
 #           write`, against zarr-python 3 and tensorstore writing the same bytes, and
 #           the bytes one chunk row's rewrite puts (scripts/bench_write.sh; BENCH_WRITE=0
 #           skips it)
+#        sv `zarrfs serve` over loopback read by curl: one GET of the zstd array, and
+#           eight concurrent GETs of the four arrays in C and F, against `zarrfs cat`
+#           of the same (scripts/bench_serve.sh; BENCH_SERVE=0 skips it)
 #        r  remote: the arrays served by s3s-fs behind a proxy adding 20 ms per
 #           request (scripts/bench_remote.sh; BENCH_REMOTE=0 skips it)
 #   5. scripts/bench_report.py prints the table with the acceptance ratios (PASS/FAIL)
@@ -404,6 +407,12 @@ fi
 if [ "${BENCH_WRITE:-1}" != 0 ]; then
     # shellcheck source=scripts/bench_write.sh
     source scripts/bench_write.sh
+fi
+
+# ---------------------------------------------------------------- serve (sv)
+if [ "${BENCH_SERVE:-1}" != 0 ]; then
+    # shellcheck source=scripts/bench_serve.sh
+    source scripts/bench_serve.sh
 fi
 
 if [ "${BENCH_REMOTE:-1}" != 0 ]; then

@@ -376,6 +376,24 @@ def write_section(raw: Raw, nbytes: int, add) -> list[str]:
     return lines
 
 
+def serve_section(raw: Raw, nbytes: int, add) -> list[str]:
+    """The HTTP table (sv.* keys of scripts/bench_serve.sh); adds its criteria."""
+    lines = ["## Serving over HTTP", "",
+             "`zarrfs serve` on loopback read by curl, cold (page cache dropped, a fresh "
+             "server), against `zarrfs cat` of the same arrays; medians.", ""]
+    rows = [["one GET of the zstd array", fmt_spread(raw, "sv.get.zstd", nbytes)],
+            ["`zarrfs cat` of it", fmt_spread(raw, "sv.cat.zstd", nbytes)],
+            ["eight concurrent GETs (four arrays, C and F)", fmt_spread(raw, "sv.eight.get", 8 * nbytes)],
+            ["eight concurrent `zarrfs cat`", fmt_spread(raw, "sv.eight.cat", 8 * nbytes)]]
+    lines += table(["reader", "seconds (MB/s)"], rows)
+    lines.append("")
+    add("(sv) GET of the zstd array / zarrfs cat (speed)",
+        ratio(raw.num("sv.cat.zstd"), raw.num("sv.get.zstd")), 0.9, True)
+    add("(sv) eight concurrent GETs / eight zarrfs cat (speed)",
+        ratio(raw.num("sv.eight.cat"), raw.num("sv.eight.get")), 0.9, True)
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -592,6 +610,8 @@ def main() -> int:
         lines += io_section(raw, nbytes, add, tput)
     if raw.nums("w.mount"):
         lines += write_section(raw, nbytes, add)
+    if raw.nums("sv.get.zstd"):
+        lines += serve_section(raw, nbytes, add)
     if raw.num("r.meta.latency_ms") is not None:
         lines += remote_section(raw, nbytes, add, tput, cache_bytes)
     lines.append("## Acceptance")
