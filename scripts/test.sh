@@ -29,6 +29,8 @@ command -v tiffinfo >/dev/null || missing+=(libtiff-tools)
 [ -e /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || missing+=(libnginx-mod-http-dav-ext)
 # rclone's WebDAV remote reads what `zarrfs serve` serves (tests/serve.rs).
 command -v rclone >/dev/null || missing+=(rclone)
+# A real browser loads its listings (tests/serve.rs): headless Chromium.
+command -v chromium >/dev/null || missing+=(chromium)
 # The Azure test server, Azurite, comes from npm (Node.js).
 command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then

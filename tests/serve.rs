@@ -675,3 +675,111 @@ fn the_build_without_fuse_serves_every_fixture_array() {
     assert!(checked >= 400, "{checked} arrays checked");
     eprintln!("{checked} arrays served as zarr-python reads them");
 }
+
+/// Headless Chromium (Debian's, installed by scripts/test.sh) on `url`: `what` is
+/// `--dump-dom` (the page as the browser built it) or `--screenshot=FILE`.
+fn chromium(url: &str, what: &str) -> String {
+    let found = Command::new("sh")
+        .args(["-c", "command -v chromium"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "chromium is missing: run scripts/test.sh (it installs it)"
+    );
+    let profile = TempDir::new("chromium");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1200,900",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(what)
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "chromium {what} {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The width and height of a PNG file (its IHDR).
+fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    if bytes.len() < 24 || &bytes[..8] != b"\x89PNG\r\n\x1a\n" || &bytes[12..16] != b"IHDR" {
+        return None;
+    }
+    let n = |i: usize| u32::from_be_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+    Some((n(16), n(20)))
+}
+
+#[test]
+fn a_browser_loads_the_root_and_a_group_page_with_their_links_and_array_rows() {
+    let store = fixtures_dir().join("v3");
+    let served = Served::start(store.to_str().expect("path"), &["--views", "raw,tiff"]);
+    let shots = TempDir::new("shots");
+    let mut sizes = Vec::new();
+    for page in ["/", "/dtypes/"] {
+        let url = format!("{}{page}", served.url);
+        let dom = chromium(&url, "--dump-dom");
+        let listing: serde_json::Value =
+            serde_json::from_str(&curl(&served, &format!("{page}?format=json"), &[]))
+                .expect("json");
+        let entries = listing["entries"].as_array().expect("entries");
+        assert!(!entries.is_empty());
+        // Every entry is a link the browser shows, with its name.
+        for e in entries {
+            let href = e["href"].as_str().expect("href");
+            let name = e["name"].as_str().expect("name");
+            let shown = if e["type"] == "directory" {
+                format!("{name}/")
+            } else {
+                name.to_string()
+            };
+            let link = format!("<a href=\"{href}\">{shown}</a>");
+            assert!(dom.contains(&link), "{page}: no {link}");
+        }
+        // Every file of an array is a row of class "array" with its shape and chunks.
+        let arrays: Vec<&serde_json::Value> = entries
+            .iter()
+            .filter(|e| e.get("array").is_some())
+            .collect();
+        let rows = dom.matches("<tr class=\"array\">").count();
+        assert_eq!(rows, arrays.len(), "{page}: array rows");
+        for e in &arrays {
+            let join = |k: &str| {
+                e["array"][k]
+                    .as_array()
+                    .expect("list")
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" × ")
+            };
+            let cells = format!("<td>{}</td>", join("shape"));
+            assert!(dom.contains(&cells), "{page}: no shape cell {cells}");
+            assert!(
+                dom.contains(&format!("<td>{}</td></tr>", join("chunks"))),
+                "{page}: chunks"
+            );
+        }
+        if page == "/dtypes/" {
+            assert!(arrays.len() >= 40, "{} array rows", arrays.len());
+        }
+        // The screenshot: a PNG of the window, not blank.
+        let file = shots.path().join(format!("page{}.png", sizes.len()));
+        chromium(&url, &format!("--screenshot={}", file.display()));
+        let png = std::fs::read(&file).expect("screenshot");
+        assert_eq!(png_size(&png), Some((1200, 900)), "{page}");
+        sizes.push(png.len());
+    }
+    assert!(
+        sizes.iter().all(|&n| n > 10_000),
+        "screenshots: {sizes:?} bytes"
+    );
+}
