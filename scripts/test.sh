@@ -31,6 +31,8 @@ command -v tiffinfo >/dev/null || missing+=(libtiff-tools)
 command -v rclone >/dev/null || missing+=(rclone)
 # A real browser loads its listings (tests/serve.rs): headless Chromium.
 command -v chromium >/dev/null || missing+=(chromium)
+# A davfs2 mount of the server is read against the FUSE mount (tests/serve.rs).
+[ -x /usr/sbin/mount.davfs ] || missing+=(davfs2)
 # The Azure test server, Azurite, comes from npm (Node.js).
 command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -783,3 +783,83 @@ fn a_browser_loads_the_root_and_a_group_page_with_their_links_and_array_rows() {
         "screenshots: {sizes:?} bytes"
     );
 }
+
+/// A davfs2 mount of a server, unmounted when dropped.
+struct DavMount {
+    dir: TempDir,
+}
+
+impl DavMount {
+    fn new(url: &str) -> DavMount {
+        let found = Path::new("/usr/sbin/mount.davfs").is_file();
+        assert!(
+            found,
+            "davfs2 is missing: run scripts/test.sh (it installs it)"
+        );
+        let dir = TempDir::new("davfs");
+        std::fs::create_dir(dir.path().join("mnt")).expect("mountpoint");
+        // No locks (the server is read-only) and no prompt for credentials.
+        std::fs::write(dir.path().join("davfs2.conf"), "use_locks 0\nask_auth 0\n").expect("conf");
+        let out = Command::new("mount.davfs")
+            .arg(format!("{url}/"))
+            .arg(dir.path().join("mnt"))
+            .arg("-o")
+            .arg(format!(
+                "ro,conf={}",
+                dir.path().join("davfs2.conf").display()
+            ))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mount.davfs");
+        assert!(
+            out.status.success(),
+            "mount.davfs: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        DavMount { dir }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join("mnt").join(p)
+    }
+}
+
+impl Drop for DavMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg(self.dir.path().join("mnt"))
+            .status();
+    }
+}
+
+#[test]
+fn a_davfs2_mount_reads_the_files_of_the_fuse_mount() {
+    let store = fixtures_dir().join("v3");
+    let args = ["--views", "raw,npy"];
+    let fuse = Mount::new(&store, &args);
+    let served = Served::start(store.to_str().expect("path"), &args);
+    let dav = DavMount::new(&served.url);
+    let mut compared = 0;
+    for group in ["dtypes", "codecs", "shapes"] {
+        let mut names: Vec<String> = std::fs::read_dir(fuse.path(group))
+            .expect("readdir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            let rel = format!("{group}/{name}");
+            // What the FUSE mount cannot read (an unsupported codec), davfs2 cannot either.
+            let Ok(want) = std::fs::read(fuse.path(&rel)) else {
+                assert!(
+                    std::fs::read(dav.path(&rel)).is_err(),
+                    "{rel}: read through davfs2"
+                );
+                continue;
+            };
+            let got = std::fs::read(dav.path(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            assert!(got == want, "{rel}: davfs2 read other bytes");
+            compared += 1;
+        }
+    }
+    assert!(compared >= 100, "{compared} files compared");
+}
