@@ -100,7 +100,7 @@ CARGO_TARGET_DIR=target/zarrs-read cargo build --release -q --manifest-path benc
 
 # How long each step took, printed as it ends (a fresh clone must stay well inside CI's
 # limit).
-step_began=$SECONDS
+step_began=0
 step() { echo "test.sh: $1 took $((SECONDS - step_began)) s"; step_began=$SECONDS; }
 step "installing and writing fixtures"
 
@@ -108,16 +108,19 @@ cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings
 step "fmt and clippy"
 # The build without FUSE (`zarrfs serve`, `cat`, `inspect`, `header`; no fuser in its
-# tree): its unit tests, and its binary serving every fixture array. Built first, so
-# that the default build below puts the binary the other tests run back in place.
-no_fuse_tree="$(cargo tree --no-default-features --features serve -e normal)"
+# tree): its unit tests, and its binary serving every fixture array. It keeps the remote
+# stores, so that its dependencies are built as for the default build and only zarrfs
+# is compiled again (`--features serve` alone, local stores only, builds the same way).
+# Built first, so that the default build below puts the binary the other tests run
+# back in place.
+no_fuse=(--no-default-features --features serve,remote)
+no_fuse_tree="$(cargo tree "${no_fuse[@]}" -e normal)"
 if grep -q ' fuser ' <<<"$no_fuse_tree"; then
     echo "test.sh: the build without FUSE has fuser in its tree" >&2
     exit 1
 fi
-cargo test --release --no-default-features --features serve --lib -- --test-threads=2
-cargo test --release --no-default-features --features serve --test serve -- \
-    --test-threads=2 without_fuse
+cargo test --release "${no_fuse[@]}" --lib -- --test-threads=2
+cargo test --release "${no_fuse[@]}" --test serve -- --test-threads=2 without_fuse
 step "the build without FUSE"
 # The mount tests use the venv's Python (numpy) for memmap checks.
 export ZARRFS_TEST_PYTHON="$PWD/target/venv-zarr3/bin/python"

@@ -105,11 +105,10 @@ impl HttpBody for Tracked {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(_))) = &polled {
-            self.conn.touch();
-        }
-        polled
+        // Asked for more: the client is taking the answer (when the answer is slow to
+        // come, the wait is the store's, not the client's).
+        self.conn.touch();
+        Pin::new(&mut self.inner).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
@@ -175,10 +174,12 @@ impl Conns {
                 if let Some(c) = longest {
                     c.close.notify_one();
                 }
-                match self.slots.clone().acquire_owned().await {
-                    Ok(p) => p,
-                    // The semaphore is never closed.
-                    Err(_) => unreachable!("connection slots closed"),
+                loop {
+                    // The semaphore is never closed; were it, the next try would wait.
+                    if let Ok(p) = self.slots.clone().acquire_owned().await {
+                        break p;
+                    }
+                    tokio::time::sleep(WATCH_EVERY).await;
                 }
             }
         };

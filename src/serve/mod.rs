@@ -111,8 +111,13 @@ async fn run(
         .map_err(|e| Error::startup_from(format_args!("--http {addr}"), e))?;
     let conns = conn::Conns::new(max_connections);
     log::info!("serving {store} at http://{bound}/");
-    // Scripts wait for this line to know the server is up (and where, with port 0).
-    println!("serving {store} at http://{bound}/");
+    // Scripts wait for this line to know the server is up (and where, with port 0); a
+    // closed stdout is no reason to stop.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "serving {store} at http://{bound}/").and_then(|()| out.flush());
+    }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::startup_from("SIGTERM", e))?;
     loop {
