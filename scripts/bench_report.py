@@ -391,6 +391,13 @@ def serve_section(raw: Raw, nbytes: int, add) -> list[str]:
         ratio(raw.num("sv.cat.zstd"), raw.num("sv.get.zstd")), 0.9, True)
     add("(sv) eight concurrent GETs / eight zarrfs cat (speed)",
         ratio(raw.num("sv.eight.cat"), raw.num("sv.eight.get")), 0.9, True)
+    fetched, chunk = raw.num("sv.window.fetched"), raw.num("sv.window.chunk")
+    lines.append(f"GDAL `/vsicurl/` read of one 256 x 256 window of the `.tif` view: "
+                 f"{fetched:.0f} stored bytes read, the chunk under it {chunk:.0f}." if fetched is not None
+                 and chunk else "GDAL window read: n/a.")
+    lines.append("")
+    add("(sv) stored bytes read for a 256 x 256 GeoTIFF window / the chunk under it",
+        ratio(fetched, chunk), 1.0, False)
     return lines
 
 

@@ -9,6 +9,11 @@
 #   sv.eight.cat     eight concurrent `zarrfs cat` of the same
 #   sv.*.sha256      once, outside the timing: what a GET gave, which must be what
 #                    `zarrfs cat` writes, else the bench stops
+#   sv.window.fetched  GDAL's `/vsicurl/` read of one 256 x 256 window (the first page,
+#                    rows and columns 256-511: one chunk) of the zstd array's `.tif` view:
+#                    the stored bytes the server read for it (the JSON listing's
+#                    bytes_fetched, before and after)
+#   sv.window.chunk  the stored size of the one chunk under that window
 serve_log="$target_dir/bench-serve.log"
 serve_pids=()
 # start_server ORDER: a server of big.zarr in ORDER on a free port; its URL in
@@ -17,7 +22,7 @@ start_server() {
     local out="$target_dir/bench-serve-$1.out"
     : >"$out"
     "$zarrfs" serve "$big" --order "$1" --http 127.0.0.1:0 --cache-size "$cache_size" \
-        --log-level warn >"$out" 2>>"$serve_log" &
+        --views raw,tiff --log-level warn >"$out" 2>>"$serve_log" &
     serve_pids+=($!)
     for _ in $(seq 100); do
         grep -q 'serving' "$out" && break
@@ -74,3 +79,19 @@ for r in $(seq "$repeat"); do
     timed sv.eight.cat eight_cats
 done
 stop_servers
+# bytes_fetched URL: the zstd array's stored bytes read by the server so far.
+bytes_fetched() {
+    curl -sf "$1?format=json" | "$py" -c 'import json, sys
+print(next(e["array"].get("bytes_fetched", 0) for e in json.load(sys.stdin)["entries"] if e["name"] == "zstd"))'
+}
+say "(sv) GDAL reads one 256 x 256 window of the .tif view by URL"
+drop_caches
+start_server C
+before="$(bytes_fetched "$served_url")"
+GDAL_DISABLE_READDIR_ON_OPEN=EMPTY_DIR gdal_translate -q -b 1 -srcwin 256 256 256 256 \
+    "/vsicurl/${served_url}zstd.tif" "$target_dir/bench-window.tif" \
+    || die "(sv) gdal_translate of a window failed"
+record sv.window.fetched "$(( $(bytes_fetched "$served_url") - before ))"
+record sv.window.chunk "$(stat -c %s "$big/zstd/c/0/1/1")"
+stop_servers
+rm -f "$target_dir/bench-window.tif"

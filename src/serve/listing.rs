@@ -44,11 +44,19 @@ fn array_of(entry: &Listed) -> Option<Value> {
         .xattr("user.zarr.data_type")
         .and_then(|d| serde_json::from_str::<Value>(d).ok())
         .unwrap_or(Value::Null);
-    Some(json!({
+    let mut array = json!({
         "shape": numbers(entry.xattr("user.zarr.shape").unwrap_or("")),
         "data_type": data_type,
         "chunks": numbers(entry.xattr("user.zarr.chunks").unwrap_or("")),
-    }))
+    });
+    // Stored bytes read for the array since the server started (every file of it).
+    if let Some(n) = entry
+        .xattr("user.zarrfs.bytes_fetched")
+        .and_then(|n| n.parse::<u64>().ok())
+    {
+        array["bytes_fetched"] = n.into();
+    }
+    Some(array)
 }
 
 fn entry_json(dir: &[String], e: &Listed) -> Value {
