@@ -81,6 +81,8 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
         return Err(Error::startup(message));
     }
     raise_open_files();
+    // Chunk buffers from heaps that keep their pages, as for a mount.
+    crate::process::memory::tune_allocator();
     let refresh = setup::refresh_of(&cfg.store, cfg.refresh);
     let hierarchy = setup::open_hierarchy(&cfg.store, &cfg.store_cfg, refresh)?;
     let (fs, threads) = setup::build(hierarchy, cfg.fs, &cfg.store, cfg.threads, refresh);
