@@ -108,18 +108,18 @@ cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings
 step "fmt and clippy"
 # The build without FUSE (`zarrfs serve`, `cat`, `inspect`, `header`; no fuser in its
-# tree): its unit tests, and its binary serving every fixture array. It keeps the remote
-# stores, so that its dependencies are built as for the default build and only zarrfs
-# is compiled again (`--features serve` alone, local stores only, builds the same way).
-# Built first, so that the default build below puts the binary the other tests run
-# back in place.
+# tree): its binary serving every fixture array. It keeps the remote stores, so that its
+# dependencies are built as for the default build and only zarrfs is compiled again
+# (`--features serve` alone, local stores only, builds the same way; its unit tests,
+# those of the default build less the FUSE front's, are left to `cargo test --release
+# --no-default-features --features serve`, to keep CI inside its time). Built first, so
+# that the default build below puts the binary the other tests run back in place.
 no_fuse=(--no-default-features --features serve,remote)
 no_fuse_tree="$(cargo tree "${no_fuse[@]}" -e normal)"
 if grep -q ' fuser ' <<<"$no_fuse_tree"; then
     echo "test.sh: the build without FUSE has fuser in its tree" >&2
     exit 1
 fi
-cargo test --release "${no_fuse[@]}" --lib -- --test-threads=2
 cargo test --release "${no_fuse[@]}" --test serve -- --test-threads=2 without_fuse
 step "the build without FUSE"
 # The mount tests use the venv's Python (numpy) for memmap checks.
