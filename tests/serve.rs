@@ -247,15 +247,7 @@ fn status(served: &Served, path: &str, args: &[&str]) -> u16 {
 
 /// The rclone binary (Debian's, installed by scripts/test.sh).
 fn rclone() -> &'static str {
-    let found = Command::new("sh")
-        .args(["-c", "command -v rclone"])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "rclone is missing: run scripts/test.sh (it installs it)"
-    );
+    common::require_tool("rclone", "run scripts/test.sh (it installs it)");
     "rclone"
 }
 
@@ -679,15 +671,7 @@ fn the_build_without_fuse_serves_every_fixture_array() {
 /// Headless Chromium (Debian's, installed by scripts/test.sh) on `url`: `what` is
 /// `--dump-dom` (the page as the browser built it) or `--screenshot=FILE`.
 fn chromium(url: &str, what: &str) -> String {
-    let found = Command::new("sh")
-        .args(["-c", "command -v chromium"])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        found,
-        "chromium is missing: run scripts/test.sh (it installs it)"
-    );
+    common::require_tool("chromium", "run scripts/test.sh (it installs it)");
     let profile = TempDir::new("chromium");
     let out = Command::new("chromium")
         .args([

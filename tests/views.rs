@@ -53,16 +53,7 @@ fn check_views_script() -> PathBuf {
 fn readers_agree(args: &[&str], order: &str, endian: &str, views: &str, minimum: &[(&str, u64)]) {
     // A missing tool fails loudly, before anything is mounted.
     for tool in ["tiffinfo", "tiffdump"] {
-        let found = Command::new("sh")
-            .arg("-c")
-            .arg(format!("command -v {tool}"))
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            found,
-            "{tool} is missing: install libtiff-tools (scripts/test.sh does)"
-        );
+        common::require_tool(tool, "install libtiff-tools (scripts/test.sh does)");
     }
     let m = Manifest::load();
     let mut all_args: Vec<&str> = args.to_vec();

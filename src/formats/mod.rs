@@ -263,7 +263,7 @@ fn log_once(line: String) {
 /// U+FFFF, even as character references: each becomes U+FFFD, the replacement character.
 /// Tab, newline and carriage return are written as references so that an attribute keeps
 /// them (a parser turns them into spaces otherwise).
-fn xml_escape(s: &str) -> String {
+pub fn xml_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -19,7 +19,7 @@ use hyper::body::Incoming;
 
 use super::get::etag;
 use super::route::{empty, text, ALLOW};
-use super::tree::Tree;
+use super::tree::{Found, Tree};
 use super::Body;
 use crate::fs::{Attr, FileKind};
 
@@ -176,6 +176,16 @@ fn fs_error(e: &crate::Error) -> FsError {
     }
 }
 
+impl DavTree {
+    /// The node at a dav-server path.
+    async fn find(&self, path: &DavPath) -> FsResult<Found> {
+        self.tree
+            .find(names_of(path)?)
+            .await
+            .map_err(|e| fs_error(&e))
+    }
+}
+
 impl DavFileSystem for DavTree {
     fn open<'a>(
         &'a self,
@@ -191,12 +201,12 @@ impl DavFileSystem for DavTree {
         _meta: ReadDirMeta,
     ) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
         async move {
-            let found = self
+            let found = self.find(path).await?;
+            let listed = self
                 .tree
-                .find(names_of(path)?)
+                .list(&found, false)
                 .await
                 .map_err(|e| fs_error(&e))?;
-            let listed = self.tree.list(&found).await.map_err(|e| fs_error(&e))?;
             let since = self.tree.since;
             let entries: Vec<FsResult<Box<dyn DavDirEntry>>> = listed
                 .into_iter()
@@ -219,11 +229,7 @@ impl DavFileSystem for DavTree {
 
     fn metadata<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, Box<dyn DavMetaData>> {
         async move {
-            let found = self
-                .tree
-                .find(names_of(path)?)
-                .await
-                .map_err(|e| fs_error(&e))?;
+            let found = self.find(path).await?;
             let meta: Box<dyn DavMetaData> = Box::new(Meta {
                 attr: found.attr.clone(),
                 since: self.tree.since,

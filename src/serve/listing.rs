@@ -10,6 +10,7 @@ use super::path::href;
 use super::route::{empty, failure, full};
 use super::tree::{Found, Listed, Tree};
 use super::Body;
+use crate::formats::xml_escape as escape;
 use crate::fs::FileKind;
 
 /// Whether the client asks for JSON.
@@ -75,22 +76,6 @@ fn entry_json(dir: &[String], e: &Listed) -> Value {
         v["array"] = array;
     }
     v
-}
-
-/// Text put into HTML.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn cell_of(array: Option<&Value>, key: &str) -> String {
@@ -162,7 +147,7 @@ pub async fn answer(
     found: Found,
     head: bool,
 ) -> Response<Body> {
-    let listed = match tree.list(&found).await {
+    let listed = match tree.list(&found, true).await {
         Ok(l) => l,
         Err(e) => return failure(&e),
     };

@@ -108,9 +108,10 @@ impl Tree {
         .await
     }
 
-    /// The entries of directory `dir`, each with its attributes and, for the files of an
-    /// array, its extended attributes (`user.zarr.*`).
-    pub async fn list(&self, dir: &Found) -> Result<Vec<Listed>> {
+    /// The entries of directory `dir`, each with its attributes and, with `xattrs`, the
+    /// extended attributes of its files (`user.zarr.*`: an array's shape, data type,
+    /// chunks).
+    pub async fn list(&self, dir: &Found, xattrs: bool) -> Result<Vec<Listed>> {
         let ino = dir.attr.ino;
         self.meta(move |c| {
             let fs = c.fs();
@@ -122,8 +123,8 @@ impl Tree {
                     continue;
                 };
                 let xattrs = match attr.kind {
-                    crate::fs::FileKind::File => fs.xattrs(attr.ino).unwrap_or_default(),
-                    crate::fs::FileKind::Directory => Vec::new(),
+                    crate::fs::FileKind::File if xattrs => fs.xattrs(attr.ino).unwrap_or_default(),
+                    _ => Vec::new(),
                 };
                 c.forget(attr.ino, 1);
                 out.push(Listed {

@@ -329,6 +329,17 @@ pub fn copy_dir(src: &std::path::Path, dst: &std::path::Path) {
     }
 }
 
+/// Fail the test unless `tool` is on the PATH; `install` says how to get it.
+pub fn require_tool(tool: &str, install: &str) {
+    let found = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(found, "{tool} is missing: {install}");
+}
+
 /// The zarrfs binary under test.
 pub fn zarrfs() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_zarrfs"))
