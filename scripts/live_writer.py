@@ -19,6 +19,7 @@ and delete. Each change is idempotent; one the store refuses is printed to stder
 values, the extra arrays there). The first line is the state after creation.
 """
 
+import faulthandler
 import json
 import os
 import sys
@@ -127,4 +128,11 @@ def step(k: int, change) -> None:
             time.sleep(1.0)
 
 if __name__ == "__main__":
+    # A crash prints where it happened; once every change is logged the process ends
+    # without the interpreter's teardown (the store client's native threads have been
+    # seen to crash it there, after the work was done).
+    faulthandler.enable()
     main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

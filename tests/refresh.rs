@@ -291,8 +291,9 @@ fn readers_follow_a_changing_store(format: &str, s3: bool, disk_cache: bool) {
     });
     let writer_said = std::fs::read_to_string(&writer_err).unwrap_or_default();
     assert!(
-        status.is_ok_and(|s| s.success()),
-        "live_writer.py failed: {writer_said}"
+        status.as_ref().is_ok_and(|s| s.success()),
+        "live_writer.py failed ({status:?}): {writer_said}\nits log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
     if !writer_said.is_empty() {
         eprintln!("live_writer.py made a change again after the store refused it:\n{writer_said}");

@@ -325,20 +325,17 @@ impl ZarrFs {
     }
 
     fn commit_staged(&self, h: &Handle, staged: &Staged) -> Result<Vec<u64>> {
+        log::debug!(
+            "/{}: commit of {} staged ranges (conflicted: {})",
+            staged.path(),
+            staged.ranges().len(),
+            staged.conflicted()
+        );
         if staged.is_empty() {
             return Ok(Vec::new());
         }
-        if staged.conflicted() {
-            // Not tried again through the file that was told: another writer's value is
-            // not patched over unasked. An open for writing of the array tries again.
-            return Err(Error::Conflict {
-                key: format!("/{}", staged.path()),
-                reason: format!(
-                    "an earlier commit of these writes met another writer's change; they \
-                     stay in {} until the array is opened for writing again",
-                    staged.file_path().display()
-                ),
-            });
+        if let Some(refused) = staged.refusal() {
+            return Err(refused);
         }
         let result = self.commit_path(staged.path(), staged);
         // What was decoded for the handle's reading (when it is not the array's current
@@ -379,14 +376,12 @@ impl ZarrFs {
         // Chunks may have been put even when a later one failed: what was decoded
         // before is not served again.
         self.forget_decoded(path);
-        let done = result.inspect_err(|e| {
-            staged.set_conflicted(matches!(e, Error::Conflict { .. }));
+        let done = result.inspect_err(|_| {
             log::warn!(
                 "/{path}: commit failed; its staged bytes stay in {}",
                 staged.file_path().display()
             );
         })?;
-        staged.set_conflicted(false);
         self.count_written(path, done.bytes_put);
         log::info!(
             "/{path}: committed {} staged bytes: {} chunks written ({} bytes), {} deleted{}",
@@ -417,6 +412,11 @@ impl ZarrFs {
         let (Some(staged), Some(writes)) = (&h.staged, &self.writes) else {
             return;
         };
+        log::debug!(
+            "/{}: its writer closed (conflicted: {})",
+            staged.path(),
+            staged.conflicted()
+        );
         if staged.conflicted() {
             // The writer was told (its close failed); another writer's value is not
             // patched over unasked. The bytes stay staged for the array's next writer.

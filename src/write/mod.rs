@@ -107,6 +107,7 @@ impl Writes {
                 Some((s, writers)) if *writers == 0 => {
                     *writers = 1;
                     // A new writer carries on with what is staged, and commits it.
+                    log::debug!("/{path}: a new writer carries on with its staged bytes");
                     s.set_conflicted(false);
                     return Ok(s.clone());
                 }

@@ -114,6 +114,21 @@ impl Staged {
             .store(on, std::sync::atomic::Ordering::Release)
     }
 
+    /// The refusal of a commit of these writes after an earlier one met another
+    /// writer's change: not tried again through the file that was told (another
+    /// writer's value is not patched over unasked); an open for writing of the array
+    /// tries again.
+    pub fn refusal(&self) -> Option<Error> {
+        self.conflicted().then(|| Error::Conflict {
+            key: format!("/{}", self.path),
+            reason: format!(
+                "an earlier commit of these writes met another writer's change; they stay \
+                 in {} until the array is opened for writing again",
+                self.at.display()
+            ),
+        })
+    }
+
     /// The file's size now.
     pub fn size(&self) -> u64 {
         *self.size.lock()
