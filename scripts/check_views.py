@@ -54,8 +54,9 @@ a last line of JSON {"counts": {...}, "failures": N}; it exits 1 on any failure.
 "pages" of shape (3, 40000, 40000), fill value 7, no chunk written (4.8e9 bytes of
 fill), and prints {"store", "path", "shape", "fill"} as JSON. `bigtiff` opens FILE
 with tifffile without reading any image data, checks it is a little-endian BigTIFF of
-3 pages of (40000, 40000) uint8 whose series is (3, 40000, 40000), and prints the
-pages' data offsets and byte counts as JSON.
+3 tiled pages of (40000, 40000) uint8 whose series is (3, 40000, 40000), and prints
+each page's tile shape and every tile's data offset and byte count, page after page,
+as JSON.
 """
 
 from __future__ import annotations
@@ -392,8 +393,17 @@ class Checker:
             if len(tif.pages) != npages:
                 problems.append(f"{len(tif.pages)} pages, want {npages}")
             for k, page in enumerate(tif.pages):
-                if page.shape != (rows, cols) or page.compression != 1 or len(page.dataoffsets) != 1:
-                    problems.append(f"page {k}: shape {page.shape} compression {page.compression} strips {len(page.dataoffsets)}")
+                # One strip per page, or tiles (a multiple of 16 on each side) when the plane
+                # spans several chunks.
+                if page.is_tiled:
+                    tile = (page.tilelength, page.tilewidth)
+                    want = -(-rows // tile[0]) * -(-cols // tile[1])
+                    good = tile[0] % 16 == 0 and tile[1] % 16 == 0
+                else:
+                    tile, want, good = None, 1, True
+                if page.shape != (rows, cols) or page.compression != 1 or len(page.dataoffsets) != want or not good:
+                    problems.append(f"page {k}: shape {page.shape} compression {page.compression} tiles {tile} "
+                                    f"segments {len(page.dataoffsets)}")
                     break
             first = tif.pages[0]
             try:
@@ -705,13 +715,14 @@ def bigtiff(args) -> int:
         if len(pages) != 3:
             problems.append(f"{len(pages)} pages")
         for k, page in enumerate(pages):
-            if page.shape != (40000, 40000) or page.dtype != np.uint8 or len(page.dataoffsets) != 1:
-                problems.append(f"page {k}: {page.shape} {page.dtype} {len(page.dataoffsets)} strips")
+            if page.shape != (40000, 40000) or page.dtype != np.uint8 or not page.is_tiled:
+                problems.append(f"page {k}: {page.shape} {page.dtype} tiled {page.is_tiled}")
         series = tif.series[0]
         if series.shape != (3, 40000, 40000):
             problems.append(f"series shape {series.shape}")
-        out = {"offsets": [int(p.dataoffsets[0]) for p in pages],
-               "bytecounts": [int(p.databytecounts[0]) for p in pages], "problems": problems}
+        out = {"tiles": [[int(p.tilelength), int(p.tilewidth)] for p in pages],
+               "offsets": [int(o) for p in pages for o in p.dataoffsets],
+               "bytecounts": [int(c) for p in pages for c in p.databytecounts], "problems": problems}
     print(json.dumps(out))
     return 1 if problems else 0
 

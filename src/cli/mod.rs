@@ -500,13 +500,27 @@ fn cat(h: Hierarchy, path: &str, layout: Layout, kind: FormatKind, quiet: bool) 
         inner: file,
         bar: progress::bar(segments_size(&h, &segments), quiet),
     };
+    let mut tiled: Option<(String, View)> = None;
     for segment in segments {
         match segment {
             Segment::Bytes(bytes) => out.write_all(&bytes).map_err(output_error)?,
             Segment::Array { path, range: None } => {
                 write_array(&h, &path, layout, &mut out, u64::MAX)?
             }
-            Segment::Array { path, .. } | Segment::Tiles { path, .. } => {
+            Segment::Tiles { path, grid } => {
+                // A TIFF's planes follow one another: one view (and its decoded chunks)
+                // serves them all.
+                let view = match tiled.take() {
+                    Some((p, view)) if p == path => view,
+                    _ => {
+                        let (array, cache) = array_to_stream(&h, &path, layout)?;
+                        flat_view(&h, array, cache, layout)?
+                    }
+                };
+                write_tiles(&view, &path, &grid, &mut out)?;
+                tiled = Some((path, view));
+            }
+            Segment::Array { path, .. } => {
                 return Err(Error::unsupported(
                     format!("/{path}"),
                     "a part of an array in a view written by cat (the mount serves it)",
@@ -528,8 +542,61 @@ fn write_array(
     out: &mut impl Write,
     limit: u64,
 ) -> Result<()> {
+    let (array, cache) = array_to_stream(h, path, layout)?;
+    if array.meta.dtype.is_var() {
+        if limit < u64::MAX {
+            return Err(formats::too_large(path, u64::MAX, limit));
+        }
+        return write_var_lines(&array, &cache, layout.order, out);
+    }
+    let view = flat_view(h, array, cache, layout)?;
+    if view.size() > limit {
+        return Err(formats::too_large(path, view.size(), limit));
+    }
+    view.write_all(out, 8 << 20)
+}
+
+/// Write tiles `grid` of `view`, the flat view of the array at `path`, to `out` (a
+/// plane of a tiled TIFF's data), a row of tiles at a time.
+fn write_tiles(
+    view: &View,
+    path: &str,
+    grid: &formats::TileGrid,
+    out: &mut impl Write,
+) -> Result<()> {
+    let cursor = crate::read::readahead::Cursor::default();
+    let len = grid.bytes();
+    let row_of_tiles = grid
+        .tile_bytes()
+        .and_then(|t| t.checked_mul(grid.across()))
+        .unwrap_or(u64::MAX);
+    let block = row_of_tiles.clamp(1 << 20, 64 << 20);
+    let mut buf = vec![0u8; usize::try_from(block.min(len)).unwrap_or(1 << 20)];
+    let mut at = 0u64;
+    while at < len {
+        let n = usize::try_from(len - at).map_or(buf.len(), |left| left.min(buf.len()));
+        let filled = grid.fill(at, &mut buf[..n], |offset, part| {
+            view.read_at(&cursor, offset, part)
+                .map(Some)
+                .map_err(Error::from)
+        })?;
+        if filled != Some(n) {
+            return Err(Error::corrupt(path, "a tile read short"));
+        }
+        out.write_all(&buf[..n]).map_err(output_error)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// The array at `path` and a decoded-unit cache for streaming it: room for the layer of
+/// read units being streamed and the next two, decoded ahead.
+fn array_to_stream(
+    h: &Hierarchy,
+    path: &str,
+    layout: Layout,
+) -> Result<(Arc<Array>, Arc<UnitCache>)> {
     let array = Array::at(h, path)?;
-    // Room for the layer of read units being streamed and the next two, decoded ahead.
     let grid = array.unit_grid();
     let row_units: u64 = match layout.order {
         Order::C => grid.iter().skip(1).product(),
@@ -548,19 +615,21 @@ fn write_array(
         UnitCache::new(usize::try_from(budget).unwrap_or(usize::MAX))
             .beside(h.spans().held_meter()),
     );
-    if array.meta.dtype.is_var() {
-        if limit < u64::MAX {
-            return Err(formats::too_large(path, u64::MAX, limit));
-        }
-        return write_var_lines(&array, &cache, layout.order, out);
-    }
+    Ok((array, cache))
+}
+
+/// The flat view of `array` with its units decoded ahead by the store's concurrency.
+fn flat_view(
+    h: &Hierarchy,
+    array: Arc<Array>,
+    cache: Arc<UnitCache>,
+    layout: Layout,
+) -> Result<View> {
     let threads = h.store().caps().concurrency;
-    let view = View::new(array, cache, layout)?
-        .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE));
-    if view.size() > limit {
-        return Err(formats::too_large(path, view.size(), limit));
-    }
-    view.write_all(out, 8 << 20)
+    Ok(
+        View::new(array, cache, layout)?
+            .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE)),
+    )
 }
 
 fn order_of(order: OrderArg) -> Order {

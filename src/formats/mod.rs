@@ -42,7 +42,7 @@ pub const MAX_PLANES: u64 = 1 << 16;
 static FORMATS: &[&dyn Format] = &[
     &headers::raw::Raw,
     &headers::npy::Npy,
-    &tiff::strips::Tiff,
+    &tiff::view::Tiff,
     &headers::envi::Envi,
     &headers::mhd::Mhd,
     &headers::nrrd::Nrrd,

@@ -15,7 +15,6 @@ use super::pyramid::{self, Level, Pyramid};
 use crate::formats::conventions::ome::{self, Axis, Dim};
 use crate::formats::scalar::Scalar;
 use crate::formats::{log_once, non_empty, xml_escape, Built, Context, Format, Placement};
-use crate::metadata::ArrayMetadata;
 use crate::read::view::Order;
 use crate::Result;
 
@@ -54,6 +53,7 @@ impl Format for OmeTiff {
                 big_endian: ctx.layout().big_endian,
                 description: &description,
                 levels: &image.levels,
+                extra: &[],
             })
         });
         if let Err(why) = &built {
@@ -94,7 +94,7 @@ fn image(
     ome_type(scalar)?;
     non_empty(&base)?;
     let scale = ome::scale(&datasets[0], multiscale, rank);
-    let mut levels = vec![level(&path, &base)];
+    let mut levels = vec![pyramid::level_of(&path, &base)];
     for (i, dataset) in datasets.iter().enumerate().skip(1) {
         let (path, meta) = ome::dataset(ctx, i, dataset)?;
         let same = meta.shape.len() == rank
@@ -108,7 +108,7 @@ fn image(
             ));
             break;
         }
-        levels.push(level(&path, &meta));
+        levels.push(pyramid::level_of(&path, &meta));
     }
     let axes = ome::axes(multiscale, rank)?;
     let planes = base.shape[..rank - 2]
@@ -125,30 +125,6 @@ fn image(
         levels,
         channels,
     })
-}
-
-/// A level's planes and its tiles, the size of its (inner) chunks' last two sides.
-fn level(path: &str, meta: &ArrayMetadata) -> Level {
-    let rank = meta.shape.len();
-    let inner = meta
-        .codecs
-        .first()
-        .filter(|c| c.name == "sharding_indexed")
-        .and_then(|c| c.config.get("chunk_shape"))
-        .and_then(Value::as_array)
-        .map(|v| v.iter().filter_map(Value::as_u64).collect::<Vec<u64>>())
-        .filter(|v| v.len() == rank);
-    let chunk = inner.as_deref().unwrap_or(&meta.chunk_shape);
-    let side = |axis: usize| {
-        let c = chunk.get(axis).copied().unwrap_or(256);
-        c.min(meta.shape[axis]).clamp(16, 1024).next_multiple_of(16)
-    };
-    Level {
-        path: path.to_string(),
-        rows: meta.shape[rank - 2],
-        cols: meta.shape[rank - 1],
-        tile: (side(rank - 2), side(rank - 1)),
-    }
 }
 
 /// OME's pixel type of an element.

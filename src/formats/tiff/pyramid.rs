@@ -7,9 +7,12 @@
 //! full resolution, so that what a reader of the header reads ahead is the overview,
 //! not the largest level's chunks.
 
+use serde_json::Value;
+
 use super::ifd::{sample, Endian, Flavour, Tag};
 use crate::formats::scalar::Scalar;
 use crate::formats::{Absent, Segment, TileGrid, MAX_PLANES};
+use crate::metadata::ArrayMetadata;
 
 /// The most bytes a pyramid's header may hold.
 const MAX_HEADER: u64 = 64 << 20;
@@ -37,6 +40,9 @@ pub struct Pyramid<'a> {
     pub description: &'a str,
     /// Full resolution first.
     pub levels: &'a [Level],
+    /// Entries every full-resolution IFD carries besides its own (a GeoTIFF's), each
+    /// numbered past SampleFormat (339).
+    pub extra: &'a [Tag],
 }
 
 impl Pyramid<'_> {
@@ -126,7 +132,36 @@ impl Pyramid<'_> {
             tags.push(Tag::words(o, f.big, 330, subs.iter().copied()));
         }
         tags.push(Tag::short(o, 339, &[format]));
+        if level == 0 {
+            tags.extend(self.extra.iter().cloned());
+        }
         tags
+    }
+}
+
+/// A level of the array of `meta` at `path`: its planes, tiled by the last two sides of
+/// its chunks (inner chunks when sharded), each rounded up to TIFF's multiple of 16 and
+/// at most 1024, so that a tile's bytes come from as few chunks as can be.
+pub fn level_of(path: &str, meta: &ArrayMetadata) -> Level {
+    let rank = meta.shape.len();
+    let inner = meta
+        .codecs
+        .first()
+        .filter(|c| c.name == "sharding_indexed")
+        .and_then(|c| c.config.get("chunk_shape"))
+        .and_then(Value::as_array)
+        .map(|v| v.iter().filter_map(Value::as_u64).collect::<Vec<u64>>())
+        .filter(|v| v.len() == rank);
+    let chunk = inner.as_deref().unwrap_or(&meta.chunk_shape);
+    let side = |axis: usize| {
+        let c = chunk.get(axis).copied().unwrap_or(256);
+        c.min(meta.shape[axis]).clamp(16, 1024).next_multiple_of(16)
+    };
+    Level {
+        path: path.to_string(),
+        rows: meta.shape[rank - 2],
+        cols: meta.shape[rank - 1],
+        tile: (side(rank - 2), side(rank - 1)),
     }
 }
 
@@ -146,7 +181,17 @@ pub fn segments(p: &Pyramid) -> Result<Vec<Segment>, Absent> {
     if p.planes > MAX_PLANES {
         return Err(format!("{} planes (at most {MAX_PLANES})", p.planes));
     }
-    let mut header_estimate = p.description.len() as u64;
+    if p.extra.iter().any(|t| t.tag <= 339) {
+        return Err("an extra entry numbered before SampleFormat".into());
+    }
+    let extra: u64 = p.extra.iter().map(|t| t.bytes.len() as u64 + 20).sum();
+    let mut header_estimate = p
+        .description
+        .len()
+        .try_into()
+        .ok()
+        .and_then(|d: u64| extra.checked_mul(p.planes)?.checked_add(d))
+        .ok_or_else(too_large)?;
     let mut data_bytes = 0u64;
     let mut level_at = vec![0; p.levels.len()];
     for (i, l) in p.levels.iter().enumerate().rev() {
@@ -267,6 +312,7 @@ mod tests {
             big_endian: false,
             description: "<OME/>",
             levels: &levels,
+            extra: &[],
         };
         let segments = segments(&p).unwrap();
         assert_eq!(segments.len(), 1 + 2 * 3);
@@ -300,6 +346,7 @@ mod tests {
             big_endian: true,
             description: "<OME/>",
             levels: &levels,
+            extra: &[],
         };
         let segments = segments(&p).unwrap();
         let Segment::Bytes(header) = &segments[0] else {

@@ -1,40 +1,16 @@
-//! An uncompressed TIFF (BigTIFF past 4 GiB) over the C-order flat bytes: the last two
-//! axes are the image plane and every leading index is a page (IFD) of one strip pointing
-//! into the data, which follows the header block unchanged. The first page's
+//! The header of a TIFF in strips (BigTIFF past 4 GiB) over the C-order flat bytes: the
+//! last two axes are the image plane and every leading index is a page (IFD) of one strip
+//! pointing into the data, which follows the header block unchanged. The first page's
 //! ImageDescription carries the array's shape as JSON, so readers can restore it. Every
-//! page of a georeferenced array (see `geo`) carries the GeoTIFF tags (ModelPixelScale
-//! and ModelTiepoint, or ModelTransformation for rows that run south to north; the
-//! GeoKeys of its EPSG code, or a user-defined model with GDAL's ESRI PE citation of a
-//! WKT 1 text without one);
-//! nodata, scale and offset go to GDAL's own tags.
+//! page of a georeferenced array carries the GeoTIFF and GDAL tags of `geotiff`.
 
+use super::geotiff;
 use super::ifd::{sample, Endian, Flavour, Tag};
-use crate::formats::conventions::crs::CrsKind;
-use crate::formats::conventions::geo::{self, number, Georef, Raster};
+use crate::formats::conventions::geo::Raster;
 use crate::formats::scalar::Scalar;
-use crate::formats::{non_empty, Absent, Built, Context, Format, MAX_PLANES};
+use crate::formats::{non_empty, Absent, MAX_PLANES};
 use crate::metadata::ArrayMetadata;
 use crate::read::view::{Layout, Order};
-
-pub struct Tiff;
-
-impl Format for Tiff {
-    fn name(&self) -> &'static str {
-        "tiff"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &["tif"]
-    }
-
-    fn suffix(&self) -> &'static str {
-        ".tif"
-    }
-
-    fn build(&self, ctx: &Context) -> crate::Result<Built> {
-        ctx.headed(|meta, layout| header(meta, layout, &geo::raster(ctx, meta)))
-    }
-}
 
 /// The data starts on a page boundary of the file, so reads of the data part line up
 /// with the raw file's pages.
@@ -80,7 +56,19 @@ fn plan(flavour: Flavour, pages: u64, tags: &[Tag], data_bytes: u64) -> Option<P
     })
 }
 
-pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<Vec<u8>, Absent> {
+/// The planes of an array as TIFF pages: what every TIFF view of it has to say.
+pub struct Pages {
+    pub scalar: Scalar,
+    pub rows: u64,
+    pub cols: u64,
+    /// The product of the leading dimensions.
+    pub pages: u64,
+    /// The first page's ImageDescription: the array's shape as JSON.
+    pub description: String,
+}
+
+/// The pages of the array of `meta` in `layout`, or why a TIFF cannot show it.
+pub fn pages(meta: &ArrayMetadata, layout: Layout) -> Result<Pages, Absent> {
     if layout.order == Order::F {
         return Err("TIFF pages are C order; the mount is F order".into());
     }
@@ -91,13 +79,34 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
     }
     non_empty(meta)?;
     let (rows, cols) = (shape[shape.len() - 2], shape[shape.len() - 1]);
-    let (Ok(rows32), Ok(cols32)) = (u32::try_from(rows), u32::try_from(cols)) else {
+    if u32::try_from(rows.max(cols)).is_err() {
         return Err("an image plane wider or taller than 2^32".into());
-    };
+    }
     let pages: u64 = shape[..shape.len() - 2].iter().product();
     if pages > MAX_PLANES {
         return Err(format!("{pages} pages (at most {MAX_PLANES})"));
     }
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    Ok(Pages {
+        scalar,
+        rows,
+        cols,
+        pages,
+        description: format!("{{\"shape\": [{}]}}", dims.join(", ")),
+    })
+}
+
+/// The header of the strips TIFF of the array of `meta` (its data, the flat view, follows).
+pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<Vec<u8>, Absent> {
+    let Pages {
+        scalar,
+        rows,
+        cols,
+        pages,
+        description: desc,
+    } = pages(meta, layout)?;
+    // Checked by `pages`.
+    let (rows32, cols32) = (rows as u32, cols as u32);
     let item = scalar.size() as u64;
     let too_large = || "larger than a TIFF can address".to_string();
     let page_bytes = rows
@@ -105,8 +114,6 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
         .and_then(|n| n.checked_mul(item))
         .ok_or_else(too_large)?;
     let data_bytes = page_bytes.checked_mul(pages).ok_or_else(too_large)?;
-    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    let desc = format!("{{\"shape\": [{}]}}", dims.join(", "));
     let o = Endian {
         big_endian: layout.big_endian,
     };
@@ -126,10 +133,7 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
             Tag::short(o, 284, &[1]),
             Tag::short(o, 339, &[format]),
         ];
-        if let Some(g) = &raster.georef {
-            tags.extend(geotiff_tags(o, g, &meta.meta_key));
-        }
-        tags.extend(band_tags(raster));
+        tags.extend(geotiff::tags(o, raster, &meta.meta_key));
         tags
     };
     let classic_tags = tags_of(false);
@@ -196,79 +200,6 @@ pub fn header(meta: &ArrayMetadata, layout: Layout, raster: &Raster) -> Result<V
     }
     out.resize(header_len, 0);
     Ok(out)
-}
-
-/// GeoTIFF's tags for a georeference: where the pixels lie, and the CRS as GeoKeys.
-fn geotiff_tags(o: Endian, g: &Georef, key: &str) -> Vec<Tag> {
-    let t = &g.transform;
-    let mut tags = Vec::new();
-    if t[2] == 0.0 && t[4] == 0.0 && t[5] < 0.0 {
-        tags.push(Tag::doubles(o, 33550, &[t[1], -t[5], 0.0]));
-        tags.push(Tag::doubles(o, 33922, &[0.0, 0.0, 0.0, t[0], t[3], 0.0]));
-    } else {
-        let m = [
-            t[1], t[2], 0.0, t[0], t[4], t[5], 0.0, t[3], 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0,
-        ];
-        tags.push(Tag::doubles(o, 34264, &m));
-    }
-    let model = match g.crs.kind {
-        CrsKind::Projected => 1,
-        CrsKind::Geographic => 2,
-    };
-    // (key, location, count, value): GTModelType, GTRasterType (pixel is area), then the
-    // CRS by code, or user-defined with the WKT in the citation.
-    let mut keys: Vec<[u16; 4]> = vec![[1024, 0, 1, model], [1025, 0, 1, 1]];
-    let mut ascii = String::new();
-    if let Some(code) = g.crs.epsg {
-        let geokey = match g.crs.kind {
-            CrsKind::Projected => 3072,
-            CrsKind::Geographic => 2048,
-        };
-        keys.push([geokey, 0, 1, code]);
-    } else if let Some(wkt) = g.crs.wkt1().filter(|w| w.len() < 60_000) {
-        // GDAL reads the WKT of a user-defined model from the PCS citation.
-        ascii = format!("ESRI PE String = {wkt}|");
-        keys[0][3] = 32767;
-        keys.push([3073, 34737, ascii.len() as u16, 0]);
-    } else {
-        log::info!("/{key}: the TIFF has no CRS: no EPSG code, and no WKT 1 text of it fits");
-    }
-    keys.sort_by_key(|k| k[0]);
-    let mut dir: Vec<u16> = vec![1, 1, 0, keys.len() as u16];
-    dir.extend(keys.iter().flatten());
-    tags.push(Tag::short(o, 34735, &dir));
-    if !ascii.is_empty() {
-        tags.push(Tag::ascii(34737, &ascii));
-    }
-    tags
-}
-
-/// GDAL's own tags: GDAL_METADATA (scale and offset) and GDAL_NODATA.
-fn band_tags(raster: &Raster) -> Vec<Tag> {
-    let band = &raster.band;
-    let mut tags = Vec::new();
-    let mut items = String::new();
-    for (name, role, value) in [
-        ("OFFSET", "offset", band.offset),
-        ("SCALE", "scale", band.scale),
-    ] {
-        if let Some(v) = value {
-            items.push_str(&format!(
-                "  <Item name=\"{name}\" sample=\"0\" role=\"{role}\">{}</Item>\n",
-                number(v)
-            ));
-        }
-    }
-    if !items.is_empty() {
-        tags.push(Tag::ascii(
-            42112,
-            &format!("<GDALMetadata>\n{items}</GDALMetadata>"),
-        ));
-    }
-    if let Some(v) = band.nodata {
-        tags.push(Tag::ascii(42113, &number(v)));
-    }
-    tags
 }
 
 #[cfg(test)]
