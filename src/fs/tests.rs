@@ -415,15 +415,72 @@ fn views_without_raw_hide_it_and_real_nodes_win_over_view_names() {
         fs.lookup(ROOT, "temperature").unwrap_err().errno(),
         libc::ENOENT
     );
-    // The TIFF's data is the raw bytes after its header.
+    // The TIFF's first page, put together from its tiles, is the raw file's first plane.
     let tif = fs.lookup(ROOT, "temperature.tif").unwrap();
     let bytes = whole(&fs, tif.ino);
-    let data = 24 * 90 * 180 * 4;
     assert_eq!(&bytes[..4], b"II*\0");
+    let (rows, cols, item) = (90usize, 180usize, 4usize);
+    let first = |tag: u16| tiff_values(&bytes, tag)[0].clone();
+    let (tw, th) = (first(322)[0] as usize, first(323)[0] as usize);
+    let across = cols.div_ceil(tw);
+    let mut page = vec![0u8; rows * cols * item];
+    for (t, &at) in first(324).iter().enumerate() {
+        let (ty, tx) = (t / across, t % across);
+        for r in 0..th {
+            let y = ty * th + r;
+            let x = tx * tw;
+            if y >= rows {
+                break;
+            }
+            let n = tw.min(cols - x) * item;
+            let from = at as usize + r * tw * item;
+            page[(y * cols + x) * item..][..n].copy_from_slice(&bytes[from..from + n]);
+        }
+    }
     let raw_fs = fs_over(&dir, Order::C, false);
     let raw = raw_fs.lookup(ROOT, "temperature").unwrap();
-    assert_eq!(&bytes[bytes.len() - data..], &whole(&raw_fs, raw.ino)[..]);
+    assert_eq!(&page[..], &whole(&raw_fs, raw.ino)[..rows * cols * item]);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The values of entry `tag` (SHORT, LONG or LONG8) in each IFD of the little-endian
+/// TIFF or BigTIFF whose first bytes are `head`, IFD after IFD.
+fn tiff_values(head: &[u8], tag: u16) -> Vec<Vec<u64>> {
+    let uint = |at: usize, n: usize| {
+        head[at..at + n]
+            .iter()
+            .rev()
+            .fold(0u64, |a, &b| (a << 8) | u64::from(b))
+    };
+    let big = head[2] == 43;
+    let (count_len, entry_len, word) = if big { (8, 20, 8) } else { (2, 12, 4) };
+    let mut ifd = uint(if big { 8 } else { 4 }, word) as usize;
+    let mut out = Vec::new();
+    while ifd != 0 {
+        let n = uint(ifd, count_len) as usize;
+        let mut values = Vec::new();
+        for e in 0..n {
+            let at = ifd + count_len + e * entry_len;
+            if uint(at, 2) != u64::from(tag) {
+                continue;
+            }
+            let size = match uint(at + 2, 2) {
+                3 => 2,
+                4 => 4,
+                _ => 8,
+            };
+            let count = uint(at + 4, word) as usize;
+            let base = if count * size <= word {
+                at + 4 + word
+            } else {
+                uint(at + 4 + word, word) as usize
+            };
+            values = (0..count).map(|i| uint(base + i * size, size)).collect();
+        }
+        out.push(values);
+        ifd = uint(ifd + count_len + n * entry_len, word) as usize;
+    }
+    out
 }
 
 #[test]
@@ -454,38 +511,36 @@ fn a_tiff_past_4_gib_is_bigtiff_and_its_data_reads_as_fill() {
     let fs = ZarrFs::new(Hierarchy::open(Arc::new(store)).unwrap(), options, "t.zarr");
     assert_eq!(names(&fs, ROOT), [".group.json", ".huge.json", "huge.tif"]);
     let tif = fs.lookup(ROOT, "huge.tif").unwrap();
-    let data = 3 * 40000 * 40000u64;
-    let header_len = tif.size - data;
+    // Chunks of 4000 x 4000: tiles of 1024 x 1024 (at most 1024 on a side), 40 x 40 a
+    // page, those past the plane's 40,000 padded with zeros.
+    let (tile, tiles) = (1024 * 1024u64, 3 * 40 * 40u64);
+    let header_len = tif.size - tiles * tile;
     assert_eq!(header_len % 4096, 0);
     let head = fs.read(fs.open(tif.ino).unwrap(), 0, 16).unwrap();
     assert_eq!(&head[..8], &[b'I', b'I', 43, 0, 8, 0, 0, 0]);
     assert_eq!(u64::from_le_bytes(head[8..16].try_into().unwrap()), 16);
-    // Three pages, each one strip pointing at its plane of the data.
+    // Three pages, their tiles one after another after the header.
     let header = fs
         .read(fs.open(tif.ino).unwrap(), 0, header_len as usize)
         .unwrap();
-    let word =
-        |at: u64| u64::from_le_bytes(header[at as usize..at as usize + 8].try_into().unwrap());
-    let (mut ifd, mut strips) = (16u64, vec![]);
-    while ifd != 0 {
-        let count = word(ifd);
-        for e in 0..count {
-            let at = ifd + 8 + e * 20;
-            if u16::from_le_bytes([header[at as usize], header[at as usize + 1]]) == 273 {
-                strips.push(word(at + 12));
-            }
-        }
-        ifd = word(ifd + 8 + count * 20);
-    }
-    let plane = 40000 * 40000u64;
-    assert_eq!(
-        strips,
-        [header_len, header_len + plane, header_len + 2 * plane]
-    );
+    let offsets: Vec<Vec<u64>> = tiff_values(&header, 324);
+    assert_eq!(offsets.len(), 3);
+    let all: Vec<u64> = offsets.concat();
+    let want: Vec<u64> = (0..tiles).map(|t| header_len + t * tile).collect();
+    assert!(all == want, "tile offsets");
+    assert!(tiff_values(&header, 325)
+        .concat()
+        .iter()
+        .all(|&n| n == tile));
+    // The fill value inside the plane; the last tile's last rows are padding.
+    let start = fs
+        .read(fs.open(tif.ino).unwrap(), header_len, 4096)
+        .unwrap();
+    assert_eq!(start, vec![7u8; 4096]);
     let tail = fs
         .read(fs.open(tif.ino).unwrap(), tif.size - 4096, 8192)
         .unwrap();
-    assert_eq!(tail, vec![7u8; 4096]);
+    assert_eq!(tail, vec![0u8; 4096]);
 }
 
 #[test]
