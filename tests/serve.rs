@@ -227,6 +227,66 @@ fn gdal_opens_the_tif_and_vrt_views_by_url_as_through_the_mount() {
     assert!(count(&counts, "georeferenced") >= 10, "{counts}");
 }
 
+/// Issue 42's window: GDAL reading one 256 x 256 window of a page of a `.tif` view by URL
+/// gets zarr-python's values, and the server reads only the one chunk under it from the
+/// store (the JSON listing's `bytes_fetched`, before and after).
+#[test]
+fn a_gdal_window_by_url_reads_only_the_chunk_under_it() {
+    let tmp = TempDir::new("window");
+    let script = repo().join("scripts/gdal_window.py");
+    let made = Command::new(venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3"))
+        .arg(&script)
+        .arg("make")
+        .arg(tmp.path())
+        .output()
+        .expect("run gdal_window.py make");
+    assert!(
+        made.status.success(),
+        "gdal_window.py make: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let doc = common::last_json(&String::from_utf8_lossy(&made.stdout));
+    let store = doc["store"].as_str().expect("store").to_string();
+    let served = Served::start(&store, &["--views", "raw,tiff"]);
+    let fetched = || -> u64 {
+        let listing: serde_json::Value =
+            serde_json::from_str(&curl(&served, "?format=json", &[])).expect("a JSON listing");
+        listing["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .find(|e| e["name"] == "img")
+            .and_then(|e| e["array"]["bytes_fetched"].as_u64())
+            .unwrap_or(0)
+    };
+    let before = fetched();
+    let read = Command::new(venv_python("ZARRFS_VIEWS_PYTHON", "venv-views"))
+        .arg(&script)
+        .arg("read")
+        .arg(format!("{}/img.tif", served.url.trim_end_matches('/')))
+        .arg(tmp.path())
+        .output()
+        .expect("run gdal_window.py read");
+    let said = String::from_utf8_lossy(&read.stdout);
+    assert!(
+        read.status.success(),
+        "gdal_window.py read: {said}\n{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    assert_eq!(
+        common::last_json(&said)["block"],
+        serde_json::json!([256, 256])
+    );
+    let chunk = Path::new(&store).join(doc["chunk"].as_str().expect("chunk"));
+    let stored = std::fs::metadata(&chunk).expect("the chunk").len();
+    assert_eq!(
+        fetched() - before,
+        stored,
+        "the window read fetched other chunks than {}",
+        chunk.display()
+    );
+}
+
 /// `curl` of `path` on `served` with `args`: its stdout.
 fn curl(served: &Served, path: &str, args: &[&str]) -> String {
     let out = Command::new("curl")

@@ -12,7 +12,7 @@ use crate::metadata::ArrayMetadata;
 use crate::read::array::Array;
 use crate::read::cache::UnitCache;
 use crate::read::prefetch::Prefetcher;
-use crate::read::readahead::Cursor;
+use crate::read::readahead::{Cursor, NO_READAHEAD};
 use crate::read::text::write_var_lines;
 use crate::read::view::{Layout, Now, Order, Partial, UnitSlice, View};
 use crate::{Error, Result};
@@ -127,8 +127,9 @@ impl Content {
             Content::Flat(view) => view.read_at(cursor, offset, buf),
             Content::Bytes(b) => Ok(copy_from(b, offset, buf)),
             Content::Pieces { pieces, size } => {
-                let read =
-                    |data: &Content, at, out: &mut [u8]| data.read_into(cursor, at, out).map(Some);
+                let read = |data: &Content, at, out: &mut [u8], tiles: bool| {
+                    data.read_into(of_part(cursor, tiles), at, out).map(Some)
+                };
                 Ok(fill_pieces(pieces, *size, offset, buf, read)?.unwrap_or(0))
             }
         }
@@ -166,8 +167,8 @@ impl Content {
             Content::Flat(view) => view.read_now(cursor, offset, buf),
             Content::Bytes(b) => Ok(Now::Copied(copy_from(b, offset, buf))),
             Content::Pieces { pieces, size } => {
-                let read = |data: &Content, at, out: &mut [u8]| {
-                    Ok::<_, Partial>(match data.read_now(cursor, at, out)? {
+                let read = |data: &Content, at, out: &mut [u8], tiles: bool| {
+                    Ok::<_, Partial>(match data.read_now(of_part(cursor, tiles), at, out)? {
                         Now::InPlace(slice) => {
                             let bytes = slice.bytes();
                             let n = bytes.len().min(out.len());
@@ -215,8 +216,18 @@ impl Content {
     }
 }
 
+/// The cursor a part's reads go through: the file's, but none for the rows of tiles,
+/// which never run front to back through the array's flat view.
+fn of_part(cursor: &Cursor, tiles: bool) -> &Cursor {
+    if tiles {
+        &NO_READAHEAD
+    } else {
+        cursor
+    }
+}
+
 /// Fill `buf` from `offset` of a file of `pieces` (`size` bytes), each array part read
-/// with `read(data, at, out)`; the bytes written (short at end of file), or `None` as
+/// with `read(data, at, out, tiles)` (`tiles`: rows of a part's tiles); the bytes written (short at end of file), or `None` as
 /// soon as `read` gives `None`. A part that fails part way gives the bytes before it and
 /// its own good bytes (see [`Partial`]; a tiled part, none of its own).
 fn fill_pieces(
@@ -224,7 +235,7 @@ fn fill_pieces(
     size: u64,
     offset: u64,
     buf: &mut [u8],
-    mut read: impl FnMut(&Content, u64, &mut [u8]) -> std::result::Result<Option<usize>, Partial>,
+    mut read: impl FnMut(&Content, u64, &mut [u8], bool) -> std::result::Result<Option<usize>, Partial>,
 ) -> std::result::Result<Option<usize>, Partial> {
     let mut done = 0;
     for (piece, within, room) in covering(pieces, size, offset, buf.len()) {
@@ -236,13 +247,13 @@ fn fill_pieces(
         let n = match &piece.part {
             Part::Bytes(b) => copy_from(b, within, out),
             Part::Range { data, offset, .. } => {
-                match read(data, offset + within, out).map_err(failed)? {
+                match read(data, offset + within, out, false).map_err(failed)? {
                     Some(n) => n,
                     None => return Ok(None),
                 }
             }
             Part::Tiles { data, grid } => {
-                let tiles = grid.fill(within, out, |at, o| Ok(read(data, at, o)?));
+                let tiles = grid.fill(within, out, |at, o| Ok(read(data, at, o, true)?));
                 match tiles.map_err(|e| failed(e.into()))? {
                     Some(n) => n,
                     None => return Ok(None),

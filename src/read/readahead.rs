@@ -24,6 +24,8 @@ struct Readahead {
     /// Where the units already queued for prefetch end: each read queues only what the
     /// window newly covers.
     planned: u64,
+    /// Reads through this cursor never read ahead (see [`NO_READAHEAD`]).
+    never: bool,
 }
 
 impl Default for Readahead {
@@ -33,9 +35,21 @@ impl Default for Readahead {
             window: MIN_WINDOW,
             streak: 1,
             planned: 0,
+            never: false,
         }
     }
 }
+
+/// The cursor of reads that do not run through a flat file front to back, whatever
+/// their offsets: a tiled file's tile rows, one short stretch of each row of the plane,
+/// of which a read from the plane's start would otherwise start a stream.
+pub static NO_READAHEAD: Cursor = Cursor(parking_lot::const_mutex(Readahead {
+    end: 0,
+    window: MIN_WINDOW,
+    streak: 0,
+    planned: 0,
+    never: true,
+}));
 
 impl Cursor {
     /// A read of `[offset, offset + len)` of a file of `size` bytes: the part of the file
@@ -43,6 +57,9 @@ impl Cursor {
     /// or `None` when there is none (no stream yet, or nothing new).
     pub fn advance(&self, offset: u64, len: u64, max_window: u64, size: u64) -> Option<(u64, u64)> {
         let mut ra = self.0.lock();
+        if ra.never {
+            return None;
+        }
         // A stream must be established (two reads that continue each other) before
         // reads may arrive out of order within the window: random readers get no
         // readahead.

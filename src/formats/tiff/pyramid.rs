@@ -20,6 +20,20 @@ const MAX_HEADER: u64 = 64 << 20;
 /// The data starts on a page boundary of the file.
 const DATA_ALIGN: u64 = 4096;
 
+/// Where the data starts after a header that ends at `end`: on a page boundary; after a
+/// header under 1 MiB, at the next power of two (at least 64 KiB). A reader by URL that
+/// fetches the header in doubling blocks (GDAL's `/vsicurl/`: 16 KiB, 32 KiB, 64 KiB, ...)
+/// then mostly stops before the first tile, and tiles whose size is a multiple of its
+/// blocks start on a block, so a window's blocks hold no neighbouring tile (whose chunks
+/// would be decoded for nothing).
+fn data_start(end: u64) -> u64 {
+    if end <= 1 << 20 {
+        end.next_power_of_two().max(64 << 10)
+    } else {
+        end.next_multiple_of(DATA_ALIGN)
+    }
+}
+
 /// One resolution level: an array of `planes` planes of `rows` × `cols` elements, cut
 /// into tiles of `tile` (rows, columns).
 #[derive(Debug, Clone)]
@@ -286,7 +300,7 @@ fn plan(p: &Pyramid, o: Endian, f: Flavour) -> Plan {
     Plan {
         flavour: f,
         ifd_at,
-        data_at: at.next_multiple_of(DATA_ALIGN),
+        data_at: data_start(at),
     }
 }
 
