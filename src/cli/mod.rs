@@ -564,7 +564,8 @@ fn write_tiles(
     grid: &formats::TileGrid,
     out: &mut impl Write,
 ) -> Result<()> {
-    let cursor = crate::read::readahead::Cursor::default();
+    // Tile rows never run front to back through the flat view (as for the mount).
+    let cursor = &crate::read::readahead::NO_READAHEAD;
     let len = grid.bytes();
     let row_of_tiles = grid
         .tile_bytes()
@@ -576,7 +577,7 @@ fn write_tiles(
     while at < len {
         let n = usize::try_from(len - at).map_or(buf.len(), |left| left.min(buf.len()));
         let filled = grid.fill(at, &mut buf[..n], |offset, part| {
-            view.read_at(&cursor, offset, part)
+            view.read_at(cursor, offset, part)
                 .map(Some)
                 .map_err(Error::from)
         })?;

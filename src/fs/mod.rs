@@ -11,7 +11,7 @@ mod handles;
 mod inode;
 pub mod io;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod write;
 mod xattr;
 

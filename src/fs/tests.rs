@@ -771,7 +771,7 @@ fn write_v2_array(dir: &std::path::Path, dtype: &str, shape: usize, data: &[u8])
 
 /// A fresh folder `zarrfs-TAG-PID` in the temp dir holding a v2 group whose array `a`
 /// is three bytes, 1 2 3.
-fn v2_group_with_array_a(tag: &str) -> std::path::PathBuf {
+pub(crate) fn v2_group_with_array_a(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("zarrfs-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -272,24 +272,11 @@ pub fn commit(
     change: &mut dyn Change,
     layout: Layout,
 ) -> Result<Committed> {
-    // Commits of one array take turns (a close races an `fsync`, or the flush of a
-    // descriptor a forked child closed); each one sees whether the one before met
-    // another writer's change, and says so before the next one starts.
-    let _turn = staged.turn();
-    if let Some(refused) = staged.refusal() {
-        return Err(refused);
-    }
-    let result = commit_turn(staged, meta, store, change, layout);
-    match &result {
-        Ok(_) => staged.set_conflicted(false),
-        Err(Error::Conflict { .. }) => staged.set_conflicted(true),
-        Err(_) => {}
-    }
-    result
+    staged.commit_in_turn(|| commit_held(staged, meta, store, change, layout))
 }
 
 /// [`commit`], with the array's turn held.
-fn commit_turn(
+fn commit_held(
     staged: &Staged,
     meta: &ArrayMetadata,
     store: &dyn Store,
@@ -422,17 +409,7 @@ mod tests {
     /// comes, and puts nothing: it does not patch over the other writer's chunk.
     #[test]
     fn a_commit_after_one_that_met_another_writer_is_refused_until_a_new_writer() {
-        let dir = std::env::temp_dir().join(format!("zarrfs-commit-turns-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("a")).unwrap();
-        std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
-        std::fs::write(
-            dir.join("a/.zarray"),
-            r#"{"zarr_format": 2, "shape": [3], "chunks": [3], "dtype": "|u1",
-                "compressor": null, "filters": null, "fill_value": 0, "order": "C"}"#,
-        )
-        .unwrap();
-        std::fs::write(dir.join("a/0"), [1u8, 2, 3]).unwrap();
+        let dir = crate::fs::tests::v2_group_with_array_a("commit-turns");
         let store: Arc<dyn Store> = Arc::new(FolderStore::open(&dir).unwrap());
         let h = Hierarchy::open(store.clone()).unwrap();
         let (meta, _) = h.array_and_store("a").unwrap();

@@ -114,6 +114,24 @@ impl Staged {
             .store(on, std::sync::atomic::Ordering::Release)
     }
 
+    /// Run `commit` of these writes in the array's turn. Commits take turns (a close
+    /// races an `fsync`, or the flush of a descriptor a forked child closed): each one
+    /// is refused (see [`Staged::refusal`]) when the one before met another writer's
+    /// change, and says whether it met one before the next one starts.
+    pub fn commit_in_turn<T>(&self, commit: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _turn = self.turn();
+        if let Some(refused) = self.refusal() {
+            return Err(refused);
+        }
+        let result = commit();
+        match &result {
+            Ok(_) => self.set_conflicted(false),
+            Err(Error::Conflict { .. }) => self.set_conflicted(true),
+            Err(_) => {}
+        }
+        result
+    }
+
     /// The refusal of a commit of these writes after an earlier one met another
     /// writer's change: not tried again through the file that was told (another
     /// writer's value is not patched over unasked); an open for writing of the array

@@ -199,12 +199,9 @@ pub fn segments(p: &Pyramid) -> Result<Vec<Segment>, Absent> {
         return Err("an extra entry numbered before SampleFormat".into());
     }
     let extra: u64 = p.extra.iter().map(|t| t.bytes.len() as u64 + 20).sum();
-    let mut header_estimate = p
-        .description
-        .len()
-        .try_into()
-        .ok()
-        .and_then(|d: u64| extra.checked_mul(p.planes)?.checked_add(d))
+    let mut header_estimate = extra
+        .checked_mul(p.planes)
+        .and_then(|e| e.checked_add(p.description.len() as u64))
         .ok_or_else(too_large)?;
     let mut data_bytes = 0u64;
     let mut level_at = vec![0; p.levels.len()];
