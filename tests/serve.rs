@@ -234,18 +234,17 @@ fn gdal_opens_the_tif_and_vrt_views_by_url_as_through_the_mount() {
 fn a_gdal_window_by_url_reads_only_the_chunk_under_it() {
     let tmp = TempDir::new("window");
     let script = repo().join("scripts/gdal_window.py");
-    let made = Command::new(venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3"))
-        .arg(&script)
-        .arg("make")
-        .arg(tmp.path())
-        .output()
-        .expect("run gdal_window.py make");
-    assert!(
-        made.status.success(),
-        "gdal_window.py make: {}",
-        String::from_utf8_lossy(&made.stderr)
+    // gdal_window.py COMMAND ARG... with `python`: what it printed.
+    let run = |python: PathBuf, args: &[&std::ffi::OsStr]| -> String {
+        let run = common::CliRun::run(Command::new(python).arg(&script).args(args));
+        assert!(run.success(), "gdal_window.py {args:?}: {run}");
+        String::from_utf8_lossy(&run.stdout).into_owned()
+    };
+    let made = run(
+        venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3"),
+        &["make".as_ref(), tmp.path().as_os_str()],
     );
-    let doc = common::last_json(&String::from_utf8_lossy(&made.stdout));
+    let doc = common::last_json(&made);
     let store = doc["store"].as_str().expect("store").to_string();
     let served = Served::start(&store, &["--views", "raw,tiff"]);
     let fetched = || -> u64 {
@@ -260,18 +259,10 @@ fn a_gdal_window_by_url_reads_only_the_chunk_under_it() {
             .unwrap_or(0)
     };
     let before = fetched();
-    let read = Command::new(venv_python("ZARRFS_VIEWS_PYTHON", "venv-views"))
-        .arg(&script)
-        .arg("read")
-        .arg(format!("{}/img.tif", served.url.trim_end_matches('/')))
-        .arg(tmp.path())
-        .output()
-        .expect("run gdal_window.py read");
-    let said = String::from_utf8_lossy(&read.stdout);
-    assert!(
-        read.status.success(),
-        "gdal_window.py read: {said}\n{}",
-        String::from_utf8_lossy(&read.stderr)
+    let url = format!("{}/img.tif", served.url.trim_end_matches('/'));
+    let said = run(
+        venv_python("ZARRFS_VIEWS_PYTHON", "venv-views"),
+        &["read".as_ref(), url.as_ref(), tmp.path().as_os_str()],
     );
     assert_eq!(
         common::last_json(&said)["block"],
