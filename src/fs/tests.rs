@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::*;
 use crate::hierarchy::Hierarchy;
 use crate::read::view::Order;
+use crate::store::fixtures::{v2_group_with_array_a, write_v2_array};
 use crate::store::FolderStore;
 
 pub(super) fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
@@ -756,28 +757,6 @@ fn forgotten_inodes_go_and_their_names_find_them_again_under_their_numbers() {
     fs.forget(ROOT, 10);
     assert!(fs.getattr(ROOT).is_ok());
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// Write a v2 array of `dtype` and `shape` in one uncompressed chunk holding `data`.
-fn write_v2_array(dir: &std::path::Path, dtype: &str, shape: usize, data: &[u8]) {
-    std::fs::create_dir_all(dir).unwrap();
-    let zarray = format!(
-        r#"{{"zarr_format": 2, "shape": [{shape}], "chunks": [{shape}], "dtype": "{dtype}",
-            "compressor": null, "filters": null, "fill_value": 0, "order": "C"}}"#
-    );
-    std::fs::write(dir.join(".zarray"), zarray).unwrap();
-    std::fs::write(dir.join("0"), data).unwrap();
-}
-
-/// A fresh folder `zarrfs-TAG-PID` in the temp dir holding a v2 group whose array `a`
-/// is three bytes, 1 2 3.
-pub(crate) fn v2_group_with_array_a(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("zarrfs-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
-    write_v2_array(&dir.join("a"), "|u1", 3, &[1, 2, 3]);
-    dir
 }
 
 #[test]

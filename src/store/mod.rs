@@ -11,6 +11,8 @@
 pub mod adapter;
 pub mod connect;
 mod error;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod location;
 pub mod namespace;
 pub mod open;

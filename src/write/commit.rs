@@ -409,7 +409,7 @@ mod tests {
     /// comes, and puts nothing: it does not patch over the other writer's chunk.
     #[test]
     fn a_commit_after_one_that_met_another_writer_is_refused_until_a_new_writer() {
-        let dir = crate::fs::tests::v2_group_with_array_a("commit-turns");
+        let dir = crate::store::fixtures::v2_group_with_array_a("commit-turns");
         let store: Arc<dyn Store> = Arc::new(FolderStore::open(&dir).unwrap());
         let h = Hierarchy::open(store.clone()).unwrap();
         let (meta, _) = h.array_and_store("a").unwrap();
