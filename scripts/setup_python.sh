@@ -27,6 +27,11 @@
 #                      reads (scripts/check_ome.py): ome-zarr-py writes OME-NGFF 0.4
 #                      and 0.5 from scikit-image's sample images; tifffile reads
 #                      the OME-TIFF views
+#   target/venv-notebook  a Jupyter kernel run by nbclient (scripts/check_notebook.py);
+#                      tests/python_api.rs installs the zarrfs wheel into it, and
+#                      checks the package's types with its mypy
+#   target/wheelhouse  numpy's wheel, from which tests/python_api.rs makes its fresh
+#                      venv of the zarrfs wheel and numpy alone, offline
 #
 # Idempotent: each venv keeps a stamp file holding its requirement list, and
 # pip runs only when the stamp is missing or differs from the list below.
@@ -93,6 +98,12 @@ numpy>=2.1
 scikit-image
 tifffile
 dask'
+notebook_requirements='--only-binary=:all:
+nbclient
+nbformat
+ipykernel
+numpy
+mypy'
 # numpy stays Debian's (osgeo is built against it): pip sees it through the system site
 # packages and installs no other.
 views_requirements='tifffile
@@ -128,6 +139,13 @@ make_venv venv-views "$views_requirements" /usr/bin/python3 --system-site-packag
 make_venv venv-refs "$refs_requirements"
 make_venv venv-geo "$geo_requirements"
 make_venv venv-ome "$ome_requirements"
+make_venv venv-notebook "$notebook_requirements"
+# numpy's wheel for this Python, kept for the offline venvs of tests/python_api.rs.
+if ! compgen -G "$target_dir/wheelhouse/numpy-*.whl" >/dev/null; then
+    echo "setup_python: downloading numpy's wheel into wheelhouse"
+    "$target_dir/venv-notebook/bin/python" -m pip download --quiet --disable-pip-version-check \
+        --only-binary=:all: --dest "$target_dir/wheelhouse" numpy
+fi
 # A Python 3.12 or later for venv-icechunk: $PYTHON312, one on PATH, or pyenv's.
 python312() {
     local p
@@ -149,3 +167,4 @@ done
 "$target_dir/venv-refs/bin/python" -c 'import kerchunk, zarr, numcodecs, numpy, fsspec, h5py, netCDF4, xarray, h5netcdf, fastparquet, virtualizarr; print("setup_python: refs: kerchunk", kerchunk.__version__, "zarr", zarr.__version__, "numcodecs", numcodecs.__version__, "numpy", numpy.__version__, "fsspec", fsspec.__version__, "h5py", h5py.__version__, "HDF5", h5py.version.hdf5_version, "netCDF4", netCDF4.__version__, "netCDF-C", netCDF4.__netcdf4libversion__, "xarray", xarray.__version__, "h5netcdf", h5netcdf.__version__, "fastparquet", fastparquet.__version__, "virtualizarr", virtualizarr.__version__)'
 "$target_dir/venv-geo/bin/python" -c 'import rasterio, rioxarray, xarray, zarr, pyproj, netCDF4; print("setup_python: geo: rasterio", rasterio.__version__, "GDAL", rasterio.__gdal_version__, "rioxarray", rioxarray.__version__, "xarray", xarray.__version__, "zarr", zarr.__version__, "PROJ", pyproj.proj_version_str)'
 "$target_dir/venv-ome/bin/python" -c 'import ome_zarr, zarr, skimage, tifffile; print("setup_python: ome: ome-zarr", ome_zarr.__version__, "zarr", zarr.__version__, "scikit-image", skimage.__version__, "tifffile", tifffile.__version__)'
+"$target_dir/venv-notebook/bin/python" -c 'import nbclient, ipykernel, numpy; print("setup_python: notebook: nbclient", nbclient.__version__, "ipykernel", ipykernel.__version__, "numpy", numpy.__version__)'

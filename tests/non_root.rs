@@ -8,77 +8,10 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use common::mount::{mounted, Unmount};
+use common::user::{as_user, id, text, FuseDeviceMode, USER};
 use common::{sha256, zarrfs, TempDir};
-
-const USER: &str = "zarrfs-test";
-
-/// /dev/fuse made 0666 for the test; its old mode back on drop.
-struct FuseDeviceMode(Option<u32>);
-
-impl FuseDeviceMode {
-    fn world_usable() -> FuseDeviceMode {
-        let device = Path::new("/dev/fuse");
-        let mode = device
-            .metadata()
-            .expect("/dev/fuse is missing: mount tests need FUSE")
-            .permissions()
-            .mode()
-            & 0o7777;
-        if mode == 0o666 {
-            return FuseDeviceMode(None);
-        }
-        std::fs::set_permissions(device, std::fs::Permissions::from_mode(0o666))
-            .expect("chmod 0666 /dev/fuse");
-        FuseDeviceMode(Some(mode))
-    }
-}
-
-impl Drop for FuseDeviceMode {
-    fn drop(&mut self) {
-        if let Some(mode) = self.0 {
-            let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(mode));
-        }
-    }
-}
-
-fn id(flag: &str) -> u32 {
-    let out = Command::new("id")
-        .args([flag, USER])
-        .output()
-        .expect("run id");
-    assert!(
-        out.status.success(),
-        "no user {USER}: scripts/test.sh creates it (useradd --system {USER})"
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("numeric id")
-}
-
-/// `COMMAND ARGS` as the test user, in `dir`.
-fn as_user(dir: &Path, program: &Path, args: &[&str]) -> Output {
-    Command::new("runuser")
-        .args(["-u", USER, "--"])
-        .arg(program)
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run runuser (util-linux)")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{} {}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 #[test]
 fn a_normal_user_mounts_reads_and_unmounts_the_demo_store() {

@@ -7,6 +7,7 @@
 pub mod fixtures;
 pub mod mount;
 pub mod servers;
+pub mod user;
 
 use std::io::Write;
 use std::path::PathBuf;
