@@ -3,7 +3,8 @@
 The notebook mounts a fixture store, reads an array through Mount.memmap, checks its
 elements against the sha256 zarr-python's read-back gave (the fixture manifest), awaits
 on the kernel's running event loop while the mount is up, serves the store and fetches
-the array by URL from an executor, then unmounts. Runs in a venv holding nbclient,
+the array by URL from an executor, has a failed mount raise the command's message in
+plain text, then unmounts. Runs in a venv holding nbclient,
 nbformat, ipykernel, numpy and the zarrfs wheel (tests/python_api.rs).
 
 Usage: python check_notebook.py FIXTURES
@@ -39,6 +40,11 @@ CELLS = [
     "body = await asyncio.get_running_loop().run_in_executor(None, lambda: urllib.request.urlopen(url).read())\n"
     f"assert body == (m.path / {ENTRY['path']!r}).read_bytes()\n"
     "s.stop()",
+    # A failed mount raises the command's message, in plain text (a kernel forces colours).
+    "try:\n    zarrfs.mount('no-such-store', order='X')\n"
+    "except zarrfs.MountError as e:\n    message = str(e)\n"
+    "else:\n    raise AssertionError('mounted')\n"
+    "assert message.startswith(\"error: invalid value 'X'\") and '\\x1b' not in message, message",
     "path = m.path\ndel a\nm.unmount()\nassert not os.path.ismount(path) and not path.exists()\n"
     "print('notebook ok', digest)",
 ]

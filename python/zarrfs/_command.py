@@ -10,7 +10,7 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Dict, Iterable, Mapping
 
 
 class ZarrfsError(RuntimeError):
@@ -46,6 +46,18 @@ def binary() -> str:
     raise ZarrfsError("the zarrfs command is not installed (set ZARRFS_BINARY to its path)")
 
 
+def environment() -> Dict[str, str]:
+    """The environment the command runs in: this one without forced colours (a Jupyter
+    kernel sets ``CLICOLOR_FORCE`` and ``FORCE_COLOR``), so that its help and messages
+    are plain text."""
+    env = dict(os.environ)
+    for name in ("CLICOLOR_FORCE", "FORCE_COLOR"):
+        env.pop(name, None)
+    env["NO_COLOR"] = "1"
+    return env
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FLAG = re.compile(r"^\s+(?:-\w, )?--([a-z][a-z0-9-]*)(\s+<[^>]+>)?")
 
 
@@ -54,12 +66,16 @@ def flags(exe: str, command: str) -> Mapping[str, bool]:
     """The long flags of ``zarrfs COMMAND`` by name, each with whether it takes a value,
     as its ``--help`` lists them."""
     out = subprocess.run(
-        [exe, command, "--help"], capture_output=True, text=True, check=False
+        [exe, command, "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=environment(),
     )
     if out.returncode != 0:
         raise ZarrfsError(out.stderr.strip() or f"zarrfs {command} --help failed")
     found: dict[str, bool] = {}
-    for line in out.stdout.splitlines():
+    for line in _ANSI.sub("", out.stdout).splitlines():
         match = _FLAG.match(line)
         if match and match.group(1) != "help":
             found[match.group(1)] = match.group(2) is not None

@@ -10,7 +10,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
-from ._command import ZarrfsError, arguments, binary
+from ._command import ZarrfsError, arguments, binary, environment
 from ._memmap import memmap as _memmap
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -37,6 +37,7 @@ def _unmount(exe: str, path: str, made: bool) -> None:
         subprocess.run(
             [exe, "umount", path],
             stdin=subprocess.DEVNULL,
+            env=environment(),
             capture_output=True,
             check=False,
         )
@@ -125,6 +126,7 @@ def mount(
                 text=True,
                 timeout=timeout,
                 check=False,
+                env=environment(),
             )
         except subprocess.TimeoutExpired:
             _unmount(exe, str(path), False)

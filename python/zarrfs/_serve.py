@@ -10,7 +10,7 @@ import threading
 import weakref
 from typing import Any, Optional, Union
 
-from ._command import ZarrfsError, arguments, binary
+from ._command import ZarrfsError, arguments, binary, environment
 
 _SERVING = re.compile(r"^serving .* at (http://\S+)$")
 
@@ -85,6 +85,7 @@ def serve(
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
+        env=environment(),
     )
     stdout = process.stdout
     assert stdout is not None

@@ -1,6 +1,6 @@
 //! The command line as mount(8), fstab and `mount.fuse3` write it, turned into the
 //! subcommand form before clap parses it: `zarrfs STORE DIR -o OPTIONS` is a mount, every
-//! mount flag is also an `-o key=value` option (`_` for `-` in the key; `:` between the
+//! flag of `mount` (and of `serve`) is also an `-o key=value` option (`_` for `-` in the key; `:` between the
 //! values of a list flag, since `,` separates options), and the options that belong to
 //! mount(8), fstab or systemd are dropped. What is left of `-o` goes to FUSE and the store.
 
@@ -18,7 +18,7 @@ fn is_dropped(key: &str) -> bool {
 }
 
 /// Rewrite `argv` (program name first) for clap: the bare form gets `mount` inserted, and
-/// the `-o` lists of a mount give their mount flags as `--flag[=value]`.
+/// the `-o` lists of a mount or a serve give their flags as `--flag[=value]`.
 pub fn normalize(argv: Vec<OsString>, cli: &clap::Command) -> Result<Vec<OsString>, String> {
     let mut args = argv.into_iter();
     let mut out: Vec<OsString> = args.next().into_iter().collect();
@@ -29,26 +29,34 @@ pub fn normalize(argv: Vec<OsString>, cli: &clap::Command) -> Result<Vec<OsStrin
         Some(a) => !a.starts_with('-') && a != "help" && cli.find_subcommand(a).is_none(),
     };
     let non_utf8_first = rest.first().is_some_and(|a| a.to_str().is_none());
-    if bare || non_utf8_first {
+    let command = if bare || non_utf8_first {
         out.push("mount".into());
-        out.extend(rest);
-    } else if first.is_some_and(|a| cli.find_subcommand(a).is_some_and(is_mount)) {
-        out.extend(rest);
+        "mount"
     } else {
-        out.extend(rest);
-        return Ok(out);
-    }
-    let mount = cli.find_subcommand("mount").ok_or("no mount subcommand")?;
-    expand_options(out, mount)
+        match first.and_then(|a| cli.find_subcommand(a)) {
+            Some(cmd) if takes_flag_options(cmd) => cmd.get_name(),
+            _ => {
+                out.extend(rest);
+                return Ok(out);
+            }
+        }
+    };
+    out.extend(rest);
+    let cmd = cli
+        .find_subcommand(command)
+        .ok_or_else(|| format!("no {command} subcommand"))?;
+    expand_options(out, cmd)
 }
 
-fn is_mount(cmd: &clap::Command) -> bool {
-    cmd.get_name() == "mount"
+/// The commands whose `-o` lists may name their flags: `mount` (as mount(8) runs it) and
+/// `serve`, which takes the same flags for what the tree shows.
+fn takes_flag_options(cmd: &clap::Command) -> bool {
+    matches!(cmd.get_name(), "mount" | "serve")
 }
 
-/// Replace each `-o LIST` (or `-oLIST`) of a mount command line by the mount flags it
-/// names and one `-o` with the rest.
-fn expand_options(args: Vec<OsString>, mount: &clap::Command) -> Result<Vec<OsString>, String> {
+/// Replace each `-o LIST` (or `-oLIST`) of a mount or serve command line by the flags of
+/// that command it names and one `-o` with the rest.
+fn expand_options(args: Vec<OsString>, command: &clap::Command) -> Result<Vec<OsString>, String> {
     let mut out = Vec::with_capacity(args.len());
     let mut flags = Vec::new();
     let mut kept: Vec<String> = Vec::new();
@@ -80,7 +88,7 @@ fn expand_options(args: Vec<OsString>, mount: &clap::Command) -> Result<Vec<OsSt
             if is_dropped(key) {
                 continue;
             }
-            match flag_of(mount, key) {
+            match flag_of(command, key) {
                 Some(arg) => flags.extend(as_flag(arg, key, value)?),
                 None => kept.push(item.to_string()),
             }
@@ -98,13 +106,13 @@ fn expand_options(args: Vec<OsString>, mount: &clap::Command) -> Result<Vec<OsSt
     Ok(out)
 }
 
-/// The mount flag an `-o` key names: its long name with `_` for `-`.
-fn flag_of<'a>(mount: &'a clap::Command, key: &str) -> Option<&'a clap::Arg> {
+/// The flag of `command` an `-o` key names: its long name with `_` for `-`.
+fn flag_of<'a>(command: &'a clap::Command, key: &str) -> Option<&'a clap::Arg> {
     let long = key.replace('_', "-");
     if long == "help" || long == "version" {
         return None;
     }
-    mount.get_arguments().find(|a| {
+    command.get_arguments().find(|a| {
         a.get_long() == Some(long.as_str())
             || a.get_all_aliases()
                 .is_some_and(|aliases| aliases.contains(&long.as_str()))
@@ -187,6 +195,32 @@ mod tests {
                 .collect();
             assert_eq!(norm(args).unwrap(), want, "{args:?}");
         }
+    }
+
+    /// `zarrfs serve` reads `-o order=F` as `--order=F`, as a mount does: not as a store
+    /// option that a local store would pass over.
+    #[test]
+    fn serve_flags_are_options_too() {
+        let got = norm(&[
+            "serve",
+            "s",
+            "-o",
+            "order=F,views=npy:tiff,http=127.0.0.1:0,endpoint=http://h:1",
+        ])
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                "zarrfs",
+                "serve",
+                "s",
+                "--order=F",
+                "--views=npy,tiff",
+                "--http=127.0.0.1:0",
+                "-o",
+                "endpoint=http://h:1"
+            ]
+        );
     }
 
     #[test]
