@@ -48,11 +48,7 @@ fn run(command: &mut Command) -> String {
     let out = command
         .output()
         .unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{command:?} failed: {}",
-        text(&out)
-    );
+    assert!(out.status.success(), "{command:?} failed: {}", text(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -87,7 +83,9 @@ impl Setup {
         let tmp = TempDir::new("python-api");
         let venv = tmp.path().join("venv");
         // Debian's Python: a normal user can run it (a pyenv one under /root is not).
-        run(Command::new("/usr/bin/python3").args(["-m", "venv"]).arg(&venv));
+        run(Command::new("/usr/bin/python3")
+            .args(["-m", "venv"])
+            .arg(&venv));
         run(Command::new(venv.join("bin/pip"))
             .args([
                 "install",
@@ -106,7 +104,11 @@ impl Setup {
             .filter(|n| !["pip", "setuptools"].contains(n))
             .collect();
         packages.sort();
-        assert_eq!(packages, ["numpy", "zarrfs"], "the venv holds more: {listed}");
+        assert_eq!(
+            packages,
+            ["numpy", "zarrfs"],
+            "the venv holds more: {listed}"
+        );
         let fixtures = fixtures_dir();
         let copy = tmp.path().join("fixtures");
         for store in ["v3", "v2"] {
@@ -137,7 +139,11 @@ impl Setup {
             self.tmp.path().join("fixtures").display().to_string(),
             // The wheel's own binary (one a normal user can run), whose messages the
             // API must raise unchanged.
-            self.tmp.path().join("venv/bin/zarrfs").display().to_string(),
+            self.tmp
+                .path()
+                .join("venv/bin/zarrfs")
+                .display()
+                .to_string(),
         ]
     }
 }
@@ -231,7 +237,13 @@ fn a_notebook_mounts_reads_serves_and_unmounts_through_nbclient() {
 fn the_package_is_typed_strictly() {
     let python = common::venv_python("ZARRFS_TEST_NOTEBOOK_PYTHON", "venv-notebook");
     let out = Command::new(&python)
-        .args(["-m", "mypy", "--strict", "--no-incremental", "python/zarrfs"])
+        .args([
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "python/zarrfs",
+        ])
         .current_dir(repo())
         .output()
         .expect("run mypy");
