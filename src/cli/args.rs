@@ -215,7 +215,8 @@ mod tests {
                 "serve",
                 "s",
                 "--order=F",
-                "--views=npy,tiff",
+                // --views reads `:` as `,` itself (it has no clap delimiter).
+                "--views=npy:tiff",
                 "--http=127.0.0.1:0",
                 "-o",
                 "endpoint=http://h:1"
