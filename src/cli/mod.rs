@@ -307,6 +307,8 @@ enum Command {
         /// A folder, s3://, gs://, az://, http(s):// URL, a .zip at any of them, or a kerchunk
         /// reference set (JSON file).
         store: String,
+        /// A folder, or /dev/fd/N: serve the /dev/fuse descriptor N, inherited
+        /// open, of a mount a helper made.
         mountpoint: PathBuf,
         #[command(flatten)]
         store_args: StoreArgs,

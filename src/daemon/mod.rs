@@ -6,6 +6,7 @@
 //! (`watch.rs`).
 
 pub mod background;
+pub mod descriptor;
 pub mod fuse;
 pub mod invalidate;
 pub mod mount;

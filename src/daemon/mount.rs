@@ -12,6 +12,7 @@ use std::time::Duration;
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::daemon::background;
+use crate::daemon::descriptor;
 use crate::daemon::fuse::FuseAdapter;
 use crate::daemon::invalidate::Invalidator;
 use crate::daemon::mountinfo::{is_mounted, mounted_device};
@@ -133,8 +134,14 @@ fn raise_readahead(mountpoint: &Path, kib: u32) {
 /// The checks that must fail before going to the background.
 fn preflight(cfg: &MountConfig) -> Result<(PathBuf, Hierarchy)> {
     let refresh = setup::refresh_of(&cfg.store, cfg.refresh);
-    let hierarchy = setup::open_hierarchy(&cfg.store, &cfg.store_cfg, refresh)?;
     let mp = &cfg.mountpoint;
+    if let Some(fd) = descriptor::number(mp) {
+        // Mounted already, by whoever passed the descriptor.
+        descriptor::check(fd)?;
+        let hierarchy = setup::open_hierarchy(&cfg.store, &cfg.store_cfg, refresh)?;
+        return Ok((mp.clone(), hierarchy));
+    }
+    let hierarchy = setup::open_hierarchy(&cfg.store, &cfg.store_cfg, refresh)?;
     // A mount whose daemon died answers every stat with ENOTCONN.
     let not_usable = |e: std::io::Error| match e.raw_os_error() {
         Some(libc::ENOTCONN) => Error::Startup {
@@ -220,11 +227,18 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
         request_loops(),
         refresh.is_some() || writable,
     );
-    let mut session =
-        fuser::Session::new(adapter, &mountpoint, &config).map_err(|e| Error::Startup {
+    let inherited = descriptor::number(&mountpoint);
+    let mut session = match inherited {
+        // Whoever mounted it chose who may use it (allow_other or not): the kernel checks.
+        Some(fd) => {
+            fuser::Session::from_fd(adapter, descriptor::take(fd)?, SessionACL::All, config)
+                .map_err(|e| Error::startup_from(format_args!("/dev/fd/{fd}"), e))?
+        }
+        None => fuser::Session::new(adapter, &mountpoint, &config).map_err(|e| Error::Startup {
             message: crate::daemon::mount_failure::explain(&mountpoint, &e),
             source: Some(Box::new(e)),
-        })?;
+        })?,
+    };
     kernel.connect(session.notifier());
     match session.as_fd().try_clone_to_owned() {
         Ok(fd) => {
@@ -232,8 +246,11 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
         }
         Err(e) => log::warn!("/dev/fuse descriptor: {e}"),
     }
-    // The kernel has taken the INIT reply (which sets readahead): raise it now.
-    raise_readahead(&mountpoint, READAHEAD_KIB);
+    // The kernel has taken the INIT reply (which sets readahead): raise it now (on a
+    // mount made elsewhere, the mountpoint is not known here).
+    if inherited.is_none() {
+        raise_readahead(&mountpoint, READAHEAD_KIB);
+    }
     let _watch = match local_folder(&cfg.store) {
         Some(root) if refresh.is_some() && cfg.watch => watch_folder(&root, watched_fs, kernel),
         _ => None,
@@ -246,6 +263,16 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
     let stop_requested = stopping.clone();
     background::on_stop_signal(move |signal| {
         stop_requested.store(true, Ordering::SeqCst);
+        if inherited.is_some() {
+            // The mount is its maker's to unmount: the daemon ends, and with it the
+            // connection (the mount answers ENOTCONN until it is unmounted).
+            log::info!(
+                "signal {signal}: ending the session of {}",
+                signal_mountpoint.display()
+            );
+            log::logger().flush();
+            std::process::exit(0);
+        }
         log::info!("signal {signal}: unmounting");
         if let Err(e) = unmounter.unmount() {
             log::warn!("unmount: {e}");
