@@ -30,6 +30,8 @@
 #   target/venv-notebook  a Jupyter kernel run by nbclient (scripts/check_notebook.py);
 #                      tests/python_api.rs installs the zarrfs wheel into it, and
 #                      checks the package's types with its mypy
+#   target/venv-deploy kubernetes-validate: the manifests of deploy/kubernetes checked
+#                      against Kubernetes' schemas (scripts/check_manifests.py)
 #   target/wheelhouse  numpy's wheel, from which tests/python_api.rs makes its fresh
 #                      venv of the zarrfs wheel and numpy alone, offline
 #
@@ -104,6 +106,8 @@ nbformat
 ipykernel
 numpy
 mypy'
+deploy_requirements='kubernetes-validate
+PyYAML'
 # numpy stays Debian's (osgeo is built against it): pip sees it through the system site
 # packages and installs no other.
 views_requirements='tifffile
@@ -140,6 +144,7 @@ make_venv venv-refs "$refs_requirements"
 make_venv venv-geo "$geo_requirements"
 make_venv venv-ome "$ome_requirements"
 make_venv venv-notebook "$notebook_requirements"
+make_venv venv-deploy "$deploy_requirements"
 # numpy's wheel for this Python, kept for the offline venvs of tests/python_api.rs.
 if ! compgen -G "$target_dir/wheelhouse/numpy-*.whl" >/dev/null; then
     echo "setup_python: downloading numpy's wheel into wheelhouse"
@@ -168,3 +173,4 @@ done
 "$target_dir/venv-geo/bin/python" -c 'import rasterio, rioxarray, xarray, zarr, pyproj, netCDF4; print("setup_python: geo: rasterio", rasterio.__version__, "GDAL", rasterio.__gdal_version__, "rioxarray", rioxarray.__version__, "xarray", xarray.__version__, "zarr", zarr.__version__, "PROJ", pyproj.proj_version_str)'
 "$target_dir/venv-ome/bin/python" -c 'import ome_zarr, zarr, skimage, tifffile; print("setup_python: ome: ome-zarr", ome_zarr.__version__, "zarr", zarr.__version__, "scikit-image", skimage.__version__, "tifffile", tifffile.__version__)'
 "$target_dir/venv-notebook/bin/python" -c 'import nbclient, ipykernel, numpy; print("setup_python: notebook: nbclient", nbclient.__version__, "ipykernel", ipykernel.__version__, "numpy", numpy.__version__)'
+"$target_dir/venv-deploy/bin/python" -c 'import kubernetes_validate; print("setup_python: deploy: kubernetes-validate", kubernetes_validate.__version__, "schemas up to", kubernetes_validate.latest_version())'
