@@ -6,6 +6,16 @@
 //! half entry); a hit refreshes the entry's time; past the size budget the oldest entries
 //! go (LRU by modification time, across all stores in DIR).
 //!
+//! Any number of processes share one folder. A miss takes an exclusive lock on one of
+//! [`STRIPES`] lock files of its store (chosen by the entry's name) before it fetches, and
+//! looks again once it holds it: of the processes (and threads) that miss one entry at
+//! once, one fetches and the others read what it kept. The budget is kept by whichever
+//! process finds it exceeded, under the folder's `.evict.lock` (another process evicting
+//! is left to it); an entry another process is reading stays readable after its removal
+//! (POSIX keeps an open file). A process killed while writing leaves only its temporary
+//! file, `.tmp-PID-N`, which the next cache opened on the folder removes once no process
+//! PID runs.
+//!
 //! The version of each object is asked for once (a HEAD), and then remembered: for the
 //! process's life, or with a refresh interval for that long. A reading of the hierarchy
 //! (a node's metadata, an array's chunks) goes through [`Store::learned_since`]: a view
@@ -32,6 +42,9 @@ use crate::store::{ByteRange, Caps, Head, Listing, Store, Value, Version};
 const MAX_KNOWN: usize = 1 << 20;
 /// Eviction brings the cache down to this fraction of its budget (in percent).
 const LOW_WATER: u64 = 90;
+/// Lock files per store folder that misses of different entries take (by the entry's
+/// name): few enough to keep, enough that unrelated fetches seldom wait on each other.
+const STRIPES: usize = 1024;
 
 /// A store whose fetched values are kept on disk.
 pub struct DiskCache(Arc<Cache>);
@@ -95,6 +108,56 @@ fn entries(root: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
     out
 }
 
+/// Remove the temporary files of processes that no longer run (killed while writing an
+/// entry) from every store folder under `root`.
+fn remove_orphans(root: &Path) {
+    let Ok(stores) = std::fs::read_dir(root) else {
+        return;
+    };
+    for store in stores.flatten() {
+        let Ok(files) = std::fs::read_dir(store.path()) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let name = file.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(".tmp-"))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            // This process has written none yet: one of its number is a dead one's.
+            let gone = pid == std::process::id() || !Path::new(&format!("/proc/{pid}")).exists();
+            if gone && std::fs::remove_file(file.path()).is_ok() {
+                log::debug!(
+                    "disk cache: removed {} of a process that ended",
+                    file.path().display()
+                );
+            }
+        }
+    }
+}
+
+/// An exclusive lock on `path` (created), held until the file is dropped; `None` when it
+/// cannot be taken (the caller goes on unlocked: at worst an entry is fetched twice).
+fn lock_file(path: &Path, wait: bool) -> Option<File> {
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| log::debug!("disk cache lock {}: {e}", path.display()))
+        .ok()?;
+    let locked = if wait {
+        file.lock().is_ok()
+    } else {
+        file.try_lock().is_ok()
+    };
+    locked.then_some(file)
+}
+
 impl DiskCache {
     /// Cache `inner` in `root` (created), with at most `budget` bytes in the folder.
     /// `None` when the store has no URL to share entries by (a local store needs none).
@@ -103,7 +166,8 @@ impl DiskCache {
             return Ok(None);
         };
         let dir = root.join(hex(&Sha256::digest(location.as_bytes())[..16]));
-        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        std::fs::create_dir_all(dir.join(".locks")).map_err(|e| io(&dir, e))?;
+        remove_orphans(root);
         let used = entries(root).iter().map(|e| e.1).sum();
         let views = std::num::NonZeroUsize::new(KEPT_VIEWS).unwrap_or(std::num::NonZeroUsize::MIN);
         Ok(Some(DiskCache(Arc::new(Cache {
@@ -193,9 +257,21 @@ impl Cache {
         }
     }
 
-    /// Remove the oldest entries until the folder is under its low-water mark.
+    /// The lock a miss of the entry at `path` holds while it fetches: one of the store's
+    /// [`STRIPES`], by the entry's name.
+    fn fetch_lock(&self, path: &Path) -> Option<File> {
+        let name = path.file_name()?.to_str()?;
+        let stripe = usize::from_str_radix(name.get(..4)?, 16).ok()? % STRIPES;
+        lock_file(&self.dir.join(".locks").join(format!("{stripe:04}")), true)
+    }
+
+    /// Remove the oldest entries until the folder is under its low-water mark: in one
+    /// thread of one process at a time (the others leave it to that one).
     fn evict(&self) {
         let Some(_one) = self.evicting.try_lock() else {
+            return;
+        };
+        let Some(_only) = lock_file(&self.root.join(".evict.lock"), false) else {
             return;
         };
         let mut all = entries(&self.root);
@@ -225,6 +301,15 @@ impl Cache {
             Some(_) => return self.inner.read(key, range),
         };
         let path = self.entry_path(key, range, &tag);
+        if let Some(bytes) = Self::hit(&path) {
+            return Ok(Some(Value {
+                bytes,
+                version: tag,
+            }));
+        }
+        // One fetch of the entry at a time, across processes: whoever waited here finds
+        // what the one before it kept.
+        let _fetching = self.fetch_lock(&path);
         if let Some(bytes) = Self::hit(&path) {
             return Ok(Some(Value {
                 bytes,
@@ -371,6 +456,8 @@ mod tests {
         tag: Mutex<String>,
         get_tag: Mutex<Option<String>>,
         fetches: AtomicUsize,
+        /// How long each fetch takes (misses that overlap).
+        delay: Mutex<Duration>,
     }
 
     impl Versioned {
@@ -380,6 +467,7 @@ mod tests {
                 tag: Mutex::new("v1".into()),
                 get_tag: Mutex::new(None),
                 fetches: AtomicUsize::new(0),
+                delay: Mutex::new(Duration::ZERO),
             }
         }
     }
@@ -387,6 +475,8 @@ mod tests {
     impl Store for Versioned {
         fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
             self.fetches.fetch_add(1, Ordering::Relaxed);
+            let delay = *self.delay.lock();
+            std::thread::sleep(delay);
             let tag = self.get_tag.lock().clone();
             let tag = tag.unwrap_or_else(|| self.tag.lock().clone());
             Ok(self.inner.lock().read(key, range)?.map(|v| Value {
@@ -428,6 +518,48 @@ mod tests {
         DiskCache::new(store.clone(), root, 1 << 20)
             .unwrap()
             .unwrap()
+    }
+
+    /// Eight caches of one folder (as eight processes: each opens its own lock files)
+    /// miss one entry at once: one fetches it, the others read what it kept.
+    #[test]
+    fn misses_of_one_entry_at_once_fetch_it_once() {
+        let (root, store) = setup("diskcache-once", &[("c/0", vec![5u8; 4000])]);
+        *store.delay.lock() = Duration::from_millis(100);
+        let caches: Vec<DiskCache> = (0..8).map(|_| cache_of(&store, &root)).collect();
+        let start = std::sync::Barrier::new(caches.len());
+        std::thread::scope(|scope| {
+            for cache in &caches {
+                let start = &start;
+                scope.spawn(move || {
+                    start.wait();
+                    assert_eq!(cache.get("c/0").unwrap().unwrap(), vec![5u8; 4000]);
+                });
+            }
+        });
+        assert_eq!(
+            store.fetches.load(Ordering::Relaxed),
+            1,
+            "fetches of one entry"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// A temporary file of a process that ended (killed mid-write) goes when a cache is
+    /// next opened on the folder; one of a running process stays.
+    #[test]
+    fn temporary_files_of_ended_processes_go_at_start() {
+        let (root, store) = setup("diskcache-orphans", &[("c/0", vec![1u8; 10])]);
+        let dir = cache_of(&store, &root).0.dir.clone();
+        // A number no process has (above any pid_max), and init's.
+        let dead = dir.join(".tmp-4194999-0");
+        let running = dir.join(".tmp-1-0");
+        std::fs::write(&dead, b"half an entry").unwrap();
+        std::fs::write(&running, b"being written").unwrap();
+        let _again = cache_of(&store, &root);
+        assert!(!dead.exists(), "the ended process's file is left");
+        assert!(running.exists(), "a running process's file was removed");
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
