@@ -509,6 +509,64 @@ fn disk_cache_serves_a_second_mount_without_data_gets_and_refetches_changed_obje
     assert_no_failures(&failures);
 }
 
+/// Four mounts of one store on a web server share one disk cache folder and read the
+/// same arrays at once: every byte is right, and no chunk object is fetched more often
+/// than by one mount alone (each at most once: a miss fetches under the entry's lock and
+/// the other processes read what it kept).
+#[test]
+fn four_mounts_sharing_a_disk_cache_fetch_each_object_at_most_once() {
+    let m = Manifest::load();
+    let served = TempDir::new("served-shared");
+    let folder = store_folder(&m, "v3");
+    common::copy_dir(&m.store_dir("v3"), &served.path().join(&folder));
+    let server = nginx(served.path(), true);
+    let proxy = Proxy::start(server.port, "python3");
+    let url = format!("{}/{folder}", proxy.url());
+    let arrays: Vec<_> = flat_v3_arrays(&m).into_iter().take(40).collect();
+    let read_all = |mount: &Mount| read_v3_arrays(&m, &arrays, mount);
+
+    // What one mount alone fetches: each object once.
+    let alone = TempDir::new("diskcache-alone");
+    let alone_dir = alone.path().display().to_string();
+    let (mut failures, objects) = remount_and_count(
+        &proxy,
+        &url,
+        &["--disk-cache", alone_dir.as_str()],
+        "DATA",
+        read_all,
+    );
+    assert!(objects > 0, "one mount fetched no chunk");
+
+    proxy.command("reset");
+    let shared = TempDir::new("diskcache-shared");
+    let shared_dir = shared.path().display().to_string();
+    let args = ["--disk-cache", shared_dir.as_str()];
+    let mounts: Vec<Mount> = (0..4).map(|_| Mount::new(Path::new(&url), &args)).collect();
+    let start = std::sync::Barrier::new(mounts.len());
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = mounts
+            .iter()
+            .map(|mount| {
+                let start = &start;
+                scope.spawn(move || {
+                    start.wait();
+                    read_all(mount)
+                })
+            })
+            .collect();
+        for reader in readers {
+            failures.extend(reader.join().expect("a reader panicked"));
+        }
+    });
+    let fetched = proxy.requests("DATA");
+    drop(mounts);
+    assert_no_failures(&failures);
+    assert!(
+        fetched <= objects,
+        "four mounts sharing a disk cache fetched {fetched} chunk objects, one mount alone {objects}"
+    );
+}
+
 /// Read each of `arrays` (of the v3 fixture store) through `mount`: what differs from
 /// zarr-python's bytes in C order, or fails.
 /// The v3 fixture arrays whose flat files the tests read: fixed-size elements, codecs
