@@ -16,7 +16,7 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_zarrfs");
 
-/// Fixture arrays written with codecs zarrfs does not implement (see the README and
+/// Fixture arrays written with codecs zarrfs does not implement (see docs/stores.md and
 /// `tests/library.rs`): `cat` of each must fail alone with an "unsupported" error.
 const UNSUPPORTED: [(&str, &str); 2] = [
     ("v3", "codecs/numcodecs_jenkins_lookup3"),

@@ -340,7 +340,7 @@ fn a_number_kept_for_a_new_reading_never_serves_the_older_readings_bytes() {
             meta,
             "the metadata is unchanged"
         );
-        // Within twice the interval an open shows it (README), under the same number:
+        // Within twice the interval an open shows it (docs/consistency.md), under the same number:
         // the older reading's pages and copy are gone.
         common::mount::wait_until("the rewritten chunk read through the mount", || {
             read(&file) == second

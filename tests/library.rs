@@ -13,7 +13,7 @@ use zarrfs::read::text::write_var_lines;
 use zarrfs::read::view::{Layout, Order, View};
 use zarrfs::store::FolderStore;
 
-/// Fixture arrays written with codecs zarrfs does not implement (see the README): each
+/// Fixture arrays written with codecs zarrfs does not implement (see docs/stores.md): each
 /// must fail alone with an "unsupported" error.
 const UNSUPPORTED: [(&str, &str); 2] = [
     ("v3", "codecs/numcodecs_jenkins_lookup3"),

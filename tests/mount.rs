@@ -1,7 +1,7 @@
 //! End-to-end tests that mount for real (root and /dev/fuse required; a missing
 //! prerequisite fails): every fixture array through the mount, random preads, numpy
 //! memmap, listings, xattrs, sidecars, read-only errors, concurrency, signals,
-//! corrupt chunks and the README's demo.
+//! corrupt chunks and the demo of scripts/demo.sh.
 
 mod common;
 

@@ -805,7 +805,7 @@ fn a_rewritten_set_is_followed(origin: Origin) {
     let read = |p: &str| sha256(&std::fs::read(mount.path(p)).expect("read"));
     assert_eq!(read(&differ[0]), sha(first, &differ[0]));
     // Opened before the set is rewritten, read after. A Parquet set is read lazily, a
-    // references file at a time: the reading keeps the files it has read (the README),
+    // references file at a time: the reading keeps the files it has read (docs/stores.md),
     // so the file is read a little first.
     let mut held = std::fs::File::open(mount.path(&differ[1])).expect("open");
     if origin.parquet() {

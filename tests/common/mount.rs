@@ -1,6 +1,6 @@
 //! Mounting for the end-to-end tests: a background mount unmounted on drop, the
 //! mount table, `zarrfs umount`, full preads, a deterministic generator, the test
-//! venv's Python, waits with a guard, waits for what the README promises of a mount
+//! venv's Python, waits with a guard, waits for what docs/consistency.md promises of a mount
 //! that refreshes, and a foreground daemon child with its peak memory.
 
 use std::ffi::OsStr;
@@ -243,14 +243,14 @@ pub fn wait_for(guard: Duration, mut f: impl FnMut() -> bool) -> bool {
     true
 }
 
-/// What the README promises of a mount refreshed every `interval` (`--refresh`): a new
+/// What docs/consistency.md promises of a mount refreshed every `interval` (`--refresh`): a new
 /// open, stat or listing made more than twice the interval after a change sees it. The
 /// tests measure from when the change's write returned, and allow this much on top: the
 /// writer's last request may reach the store a moment after its call returns (and the
 /// test hears of the return a moment after that).
 pub const PROMISE_ALLOWANCE: Duration = Duration::from_millis(300);
 
-/// When what the README promises holds for a change whose write returned at `changed`.
+/// When what docs/consistency.md promises holds for a change whose write returned at `changed`.
 pub fn promised(changed: Instant, interval: Duration) -> Instant {
     changed + 2 * interval + PROMISE_ALLOWANCE
 }
