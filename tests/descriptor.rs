@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::mount::mounted;
-use common::user::{id, USER};
+use common::user::{id, open_to_all, USER};
 use common::{copy_dir, fixtures_dir, sha256, zarrfs, Manifest, TempDir};
 
 /// Arrays of the v3 store written with a codec zarrfs does not implement.
@@ -70,6 +70,20 @@ fn mount_descriptor(fd: i32, mountpoint: &Path, uid: u32, gid: u32) {
     );
 }
 
+/// `command` started with descriptor `fd` left open across its exec (no close-on-exec),
+/// as a helper hands it over.
+fn inheriting(command: &mut Command, fd: i32) {
+    // SAFETY: only fcntl, async-signal-safe, between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// The status line `name` of /proc/PID/status.
 fn status_line(pid: u32, name: &str) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -88,13 +102,7 @@ fn a_mount_made_by_root_is_served_by_a_normal_user_through_its_descriptor() {
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let store = tmp.path().join("v3");
     copy_dir(&fixtures_dir().join("v3"), &store);
-    let status = Command::new("chmod")
-        .arg("-R")
-        .arg("a+rX")
-        .arg(&store)
-        .status()
-        .expect("chmod");
-    assert!(status.success());
+    open_to_all(&store);
     let bin = tmp.path().join("zarrfs");
     std::fs::copy(zarrfs(), &bin).expect("copy the binary");
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -133,15 +141,7 @@ fn a_mount_made_by_root_is_served_by_a_normal_user_through_its_descriptor() {
         .arg(&log)
         .stdin(Stdio::null())
         .env_remove("RUST_LOG");
-    // SAFETY: only fcntl, async-signal-safe, between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    inheriting(&mut command, fd);
     let child = command.spawn().expect("run setpriv (util-linux)");
     drop(device);
     let mut daemon = Daemon {
@@ -230,15 +230,7 @@ fn a_descriptor_that_is_not_dev_fuse_is_refused() {
         .arg(fixtures_dir().join("v3"))
         .arg(format!("/dev/fd/{fd}"))
         .arg("-f");
-    // SAFETY: only fcntl, async-signal-safe, between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    inheriting(&mut command, fd);
     let out = command.output().expect("run zarrfs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

@@ -7,69 +7,15 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use common::user::{as_user, id, text, FuseDeviceMode, USER};
-use common::{copy_dir, fixtures_dir, TempDir};
+use common::user::{as_user, id, open_to_all, text, FuseDeviceMode, USER};
+use common::{copy_dir, fixtures_dir, run_ok, wheel, TempDir};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The one zarrfs wheel in target/wheels.
-fn wheel() -> PathBuf {
-    let dir = repo().join("target/wheels");
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("zarrfs-") && n.ends_with(".whl"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    assert_eq!(
-        wheels.len(),
-        1,
-        "want one zarrfs wheel in {}, found {wheels:?}: run scripts/build-wheel.sh \
-         (scripts/test.sh does)",
-        dir.display()
-    );
-    wheels[0].clone()
-}
-
-fn run(command: &mut Command) -> String {
-    let out = command
-        .output()
-        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    assert!(out.status.success(), "{command:?} failed: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Makes `path` and its files readable (folders enterable) by everyone.
-fn open_to_all(path: &Path) {
-    let meta = std::fs::symlink_metadata(path).expect("stat");
-    if meta.file_type().is_symlink() {
-        return;
-    }
-    let mode = meta.permissions().mode();
-    let wanted = if meta.is_dir() || mode & 0o100 != 0 {
-        mode | 0o755
-    } else {
-        mode | 0o644
-    };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(wanted)).expect("chmod");
-    if meta.is_dir() {
-        for entry in std::fs::read_dir(path).expect("read dir") {
-            open_to_all(&entry.expect("entry").path());
-        }
-    }
 }
 
 /// A folder every user can read holding: `venv` (Debian's Python with only the wheel
@@ -83,21 +29,26 @@ impl Setup {
         let tmp = TempDir::new("python-api");
         let venv = tmp.path().join("venv");
         // Debian's Python: a normal user can run it (a pyenv one under /root is not).
-        run(Command::new("/usr/bin/python3")
-            .args(["-m", "venv"])
-            .arg(&venv));
-        run(Command::new(venv.join("bin/pip"))
-            .args([
-                "install",
-                "--quiet",
-                "--no-index",
-                "--disable-pip-version-check",
-                "--find-links",
-            ])
-            .arg(repo().join("target/wheelhouse"))
-            .arg(wheel())
-            .arg("numpy"));
-        let listed = run(Command::new(venv.join("bin/pip")).args(["list", "--format=freeze"]));
+        run_ok(
+            Command::new("/usr/bin/python3")
+                .args(["-m", "venv"])
+                .arg(&venv),
+        );
+        run_ok(
+            Command::new(venv.join("bin/pip"))
+                .args([
+                    "install",
+                    "--quiet",
+                    "--no-index",
+                    "--disable-pip-version-check",
+                    "--find-links",
+                ])
+                .arg(repo().join("target/wheelhouse"))
+                .arg(wheel())
+                .arg("numpy"),
+        );
+        let listed = run_ok(Command::new(venv.join("bin/pip")).args(["list", "--format=freeze"]));
+        let listed = String::from_utf8_lossy(&listed);
         let mut packages: Vec<&str> = listed
             .lines()
             .filter_map(|l| l.split("==").next())
@@ -207,18 +158,20 @@ fn the_api_mounts_through_fusermount3_as_a_normal_user() {
 fn a_notebook_mounts_reads_serves_and_unmounts_through_nbclient() {
     let python = common::venv_python("ZARRFS_TEST_NOTEBOOK_PYTHON", "venv-notebook");
     // The wheel under test into the kernel's venv (its other packages stay).
-    run(Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-index",
-            "--no-deps",
-            "--force-reinstall",
-            "--disable-pip-version-check",
-        ])
-        .arg(wheel()));
+    run_ok(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-index",
+                "--no-deps",
+                "--force-reinstall",
+                "--disable-pip-version-check",
+            ])
+            .arg(wheel()),
+    );
     let out = Command::new(&python)
         .arg(repo().join("scripts/check_notebook.py"))
         .arg(fixtures_dir())

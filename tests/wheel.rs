@@ -4,49 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::mount::{mounted, Unmount};
-use common::{sha256, zarrfs, TempDir};
-
-/// The one wheel in target/wheels.
-fn wheel() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/wheels");
-    let wheels: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("zarrfs-") && n.ends_with(".whl"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    assert_eq!(
-        wheels.len(),
-        1,
-        "want one zarrfs wheel in {}, found {wheels:?}: run scripts/build-wheel.sh \
-         (scripts/test.sh does)",
-        dir.display()
-    );
-    wheels[0].clone()
-}
-
-fn run(command: &mut Command) -> Vec<u8> {
-    let out = command
-        .output()
-        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{command:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
+use common::{run_ok, sha256, wheel, zarrfs, TempDir};
 
 /// The array files under `dir` (names not starting with `.`), as paths relative to it.
 fn array_files(dir: &Path, prefix: &str, out: &mut Vec<String>) {
@@ -74,18 +36,20 @@ fn the_wheel_installs_a_zarrfs_that_mounts_the_demo_store() {
     let wheel = wheel();
     let tmp = TempDir::new("wheel");
     let venv = tmp.path().join("venv");
-    run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-    run(Command::new(venv.join("bin/pip"))
-        .args([
-            "install",
-            "--quiet",
-            "--no-index",
-            "--disable-pip-version-check",
-        ])
-        .arg(&wheel));
+    run_ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    run_ok(
+        Command::new(venv.join("bin/pip"))
+            .args([
+                "install",
+                "--quiet",
+                "--no-index",
+                "--disable-pip-version-check",
+            ])
+            .arg(&wheel),
+    );
     let installed = venv.join("bin/zarrfs");
     assert!(installed.is_file(), "the wheel installed no bin/zarrfs");
-    let version = run(Command::new(&installed).arg("--version"));
+    let version = run_ok(Command::new(&installed).arg("--version"));
     assert_eq!(
         String::from_utf8_lossy(&version).trim(),
         format!("zarrfs {}", env!("CARGO_PKG_VERSION"))
@@ -98,20 +62,24 @@ fn the_wheel_installs_a_zarrfs_that_mounts_the_demo_store() {
         std::env::var("PATH").unwrap_or_default()
     );
     let store = tmp.path().join("demo.zarr");
-    run(Command::new("zarrfs")
-        .arg("demo")
-        .arg(&store)
-        .env("PATH", &path));
+    run_ok(
+        Command::new("zarrfs")
+            .arg("demo")
+            .arg(&store)
+            .env("PATH", &path),
+    );
     let mp = tmp.path().join("mnt");
     std::fs::create_dir(&mp).expect("mkdir");
     let _unmount = Unmount(&mp);
-    run(Command::new("zarrfs")
-        .arg("mount")
-        .arg(&store)
-        .arg(&mp)
-        .arg("--log-file")
-        .arg(tmp.path().join("zarrfs.log"))
-        .env("PATH", &path));
+    run_ok(
+        Command::new("zarrfs")
+            .arg("mount")
+            .arg(&store)
+            .arg(&mp)
+            .arg("--log-file")
+            .arg(tmp.path().join("zarrfs.log"))
+            .env("PATH", &path),
+    );
     assert!(
         mounted(&mp),
         "the wheel's zarrfs returned but nothing is mounted"
@@ -124,14 +92,16 @@ fn the_wheel_installs_a_zarrfs_that_mounts_the_demo_store() {
     }
     for file in &files {
         let served = std::fs::read(mp.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let want = run(Command::new(zarrfs()).arg("cat").arg(&store).arg(file));
+        let want = run_ok(Command::new(zarrfs()).arg("cat").arg(&store).arg(file));
         assert_eq!(served.len(), want.len(), "{file}: size");
         assert_eq!(sha256(&served), sha256(&want), "{file}: bytes differ");
     }
-    run(Command::new("zarrfs")
-        .arg("umount")
-        .arg(&mp)
-        .env("PATH", &path));
+    run_ok(
+        Command::new("zarrfs")
+            .arg("umount")
+            .arg(&mp)
+            .env("PATH", &path),
+    );
     assert!(
         !mounted(&mp),
         "still mounted after the wheel's zarrfs umount"

@@ -266,6 +266,38 @@ impl CliRun {
     }
 }
 
+/// Runs `command` (see [`CliRun::run`]) and fails the test unless it succeeds; its stdout.
+pub fn run_ok(command: &mut std::process::Command) -> Vec<u8> {
+    let run = CliRun::run(command);
+    assert!(run.success(), "{run}");
+    run.stdout
+}
+
+/// The one zarrfs wheel in target/wheels (scripts/build-wheel.sh).
+pub fn wheel() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/wheels");
+    let wheels: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("zarrfs-") && n.ends_with(".whl"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        wheels.len(),
+        1,
+        "want one zarrfs wheel in {}, found {wheels:?}: run scripts/build-wheel.sh \
+         (scripts/test.sh does)",
+        dir.display()
+    );
+    wheels[0].clone()
+}
+
 impl std::fmt::Display for CliRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use std::os::unix::process::ExitStatusExt;

@@ -64,6 +64,18 @@ pub fn as_user(dir: &Path, program: &Path, args: &[&str]) -> Output {
         .expect("run runuser (util-linux)")
 }
 
+/// Makes `path` and everything under it readable by every user (folders enterable), as
+/// `chmod -R a+rX`.
+pub fn open_to_all(path: &Path) {
+    let status = Command::new("chmod")
+        .arg("-R")
+        .arg("a+rX")
+        .arg(path)
+        .status()
+        .expect("run chmod");
+    assert!(status.success(), "chmod -R a+rX {}", path.display());
+}
+
 /// Exit status, stdout and stderr of `out`, for failure messages.
 pub fn text(out: &Output) -> String {
     format!(
