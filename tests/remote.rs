@@ -509,29 +509,72 @@ fn disk_cache_serves_a_second_mount_without_data_gets_and_refetches_changed_obje
     assert_no_failures(&failures);
 }
 
-/// Four mounts of one store on a web server share one disk cache folder and read the
-/// same arrays at once: every byte is right, and no chunk object is fetched more often
-/// than by one mount alone (each at most once: a miss fetches under the entry's lock and
-/// the other processes read what it kept).
-#[test]
-fn four_mounts_sharing_a_disk_cache_fetch_each_object_at_most_once() {
-    let m = Manifest::load();
-    let served = TempDir::new("served-shared");
-    let folder = store_folder(&m, "v3");
-    common::copy_dir(&m.store_dir("v3"), &served.path().join(&folder));
-    let server = nginx(served.path(), true);
+/// The v3 fixture store in bucket `fixtures` of s3s-fs (anonymous), behind a counting
+/// proxy: the bucket folder, the server, the proxy, the store's URL and the mount
+/// options that reach it through the proxy.
+fn counted_s3(m: &Manifest) -> (TempDir, Server, Proxy, String, String) {
+    let root = bucket_root(m);
+    let server = s3s_fs(root.path(), None);
     let proxy = Proxy::start(server.port, "python3");
-    let url = format!("{}/{folder}", proxy.url());
+    let url = format!("s3://fixtures/{}", store_folder(m, "v3"));
+    let options = format!("endpoint={},allow_http=true,region=us-east-1", proxy.url());
+    (root, server, proxy, url, options)
+}
+
+/// Read `arrays` through each of `mounts` at once, each reader starting at another
+/// array: the failures.
+fn read_at_once<M: Sync>(
+    arrays: &[&serde_json::Value],
+    mounts: &[M],
+    file: impl Fn(&M, &str) -> PathBuf + Sync,
+) -> Vec<String> {
+    let start = std::sync::Barrier::new(mounts.len());
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = mounts
+            .iter()
+            .enumerate()
+            .map(|(n, mount)| {
+                let (start, file) = (&start, &file);
+                scope.spawn(move || {
+                    start.wait();
+                    let mut failures = Vec::new();
+                    for i in 0..arrays.len() {
+                        let a = arrays[(i + n * arrays.len() / mounts.len()) % arrays.len()];
+                        let path = a["path"].as_str().unwrap_or("");
+                        match std::fs::read(file(mount, path)) {
+                            Ok(b) if sha256(&b) == a["sha256"]["C_little"] => {}
+                            Ok(_) => failures.push(format!("mount {n}: {path}: bytes differ")),
+                            Err(e) => failures.push(format!("mount {n}: {path}: {e}")),
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .flat_map(|r| r.join().expect("a reader panicked"))
+            .collect()
+    })
+}
+
+/// Four daemons reading one S3 store through one disk cache folder at once: every byte
+/// right, and no more chunk objects fetched than one daemon alone fetches (each once).
+#[test]
+fn four_daemons_sharing_a_disk_cache_fetch_each_object_at_most_once() {
+    let m = Manifest::load();
+    let (_root, _server, proxy, url, options) = counted_s3(&m);
     let arrays: Vec<_> = flat_v3_arrays(&m).into_iter().take(40).collect();
     let read_all = |mount: &Mount| read_v3_arrays(&m, &arrays, mount);
 
     // What one mount alone fetches: each object once.
     let alone = TempDir::new("diskcache-alone");
     let alone_dir = alone.path().display().to_string();
+    let base = ["--anonymous", "-o", options.as_str(), "--disk-cache"];
     let (mut failures, objects) = remount_and_count(
         &proxy,
         &url,
-        &["--disk-cache", alone_dir.as_str()],
+        &[&base[..], &[alone_dir.as_str()]].concat(),
         "DATA",
         read_all,
     );
@@ -540,31 +583,246 @@ fn four_mounts_sharing_a_disk_cache_fetch_each_object_at_most_once() {
     proxy.command("reset");
     let shared = TempDir::new("diskcache-shared");
     let shared_dir = shared.path().display().to_string();
-    let args = ["--disk-cache", shared_dir.as_str()];
+    let args = [&base[..], &[shared_dir.as_str()]].concat();
     let mounts: Vec<Mount> = (0..4).map(|_| Mount::new(Path::new(&url), &args)).collect();
-    let start = std::sync::Barrier::new(mounts.len());
-    std::thread::scope(|scope| {
-        let readers: Vec<_> = mounts
-            .iter()
-            .map(|mount| {
-                let start = &start;
-                scope.spawn(move || {
-                    start.wait();
-                    read_all(mount)
-                })
-            })
-            .collect();
-        for reader in readers {
-            failures.extend(reader.join().expect("a reader panicked"));
-        }
-    });
+    failures.extend(read_at_once(&arrays, &mounts, |mount, path| {
+        mount.array(&m, "v3", path)
+    }));
     let fetched = proxy.requests("DATA");
     drop(mounts);
     assert_no_failures(&failures);
     assert!(
         fetched <= objects,
-        "four mounts sharing a disk cache fetched {fetched} chunk objects, one mount alone {objects}"
+        "four daemons sharing a disk cache fetched {fetched} chunk objects, one alone {objects}"
     );
+}
+
+/// The bytes of the files in the cache folder `root`'s store folders, each file once,
+/// counted while the folder's count (`.used`) is locked, as its entries are published.
+fn cache_folder_bytes(root: &Path) -> u64 {
+    let count = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.join(".used"));
+    let _locked = count.as_ref().map(|f| f.lock());
+    let mut files = std::collections::HashMap::new();
+    for store in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(store.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let Some(meta) = file.metadata().ok().filter(|m| m.is_file()) {
+                files.insert(std::os::unix::fs::MetadataExt::ino(&meta), meta.len());
+            }
+        }
+    }
+    files.values().sum()
+}
+
+/// Four daemons reading one S3 store at once through one disk cache folder whose budget
+/// is a tenth of the data: no reader fails, and the folder never holds more than the
+/// budget and one entry per daemon (sampled all along).
+#[test]
+fn four_daemons_keep_a_shared_disk_cache_within_a_tenth_of_the_data() {
+    let m = Manifest::load();
+    let (_root, _server, _proxy, url, options) = counted_s3(&m);
+    let arrays = flat_v3_arrays(&m);
+    let objects: Vec<u64> = walk(&m.store_dir("v3"))
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|meta| meta.len())
+        .collect();
+    let data: u64 = objects.iter().sum();
+    let largest = objects.iter().copied().max().unwrap_or(0);
+    let budget = data / 10;
+    assert!(
+        largest * 4 < budget,
+        "{largest} B objects in a {budget} B budget"
+    );
+    let cache = TempDir::new("diskcache-budget");
+    let cache_dir = cache.path().display().to_string();
+    let size = budget.to_string();
+    let args = [
+        "--anonymous",
+        "-o",
+        options.as_str(),
+        "--disk-cache",
+        cache_dir.as_str(),
+        "--disk-cache-size",
+        size.as_str(),
+    ];
+    let mounts: Vec<Mount> = (0..4).map(|_| Mount::new(Path::new(&url), &args)).collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (mut most, mut samples) = (0, 0);
+    let failures = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let mut most = 0;
+            let mut samples = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                most = most.max(cache_folder_bytes(cache.path()));
+                samples += 1;
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            (most, samples)
+        });
+        let failures = read_at_once(&arrays, &mounts, |mount, path| mount.array(&m, "v3", path));
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (most, samples) = sampler.join().expect("the sampler panicked");
+        failures
+    });
+    drop(mounts);
+    println!("{samples} samples: at most {most} B in the folder, budget {budget} B, data {data} B");
+    assert_no_failures(&failures);
+    assert!(
+        most > budget / 2,
+        "the folder never filled: at most {most} B of {budget} B"
+    );
+    assert!(
+        most <= budget + 4 * largest,
+        "the folder held {most} B: over its budget of {budget} B by more than one entry \
+         per daemon ({largest} B at most)"
+    );
+}
+
+/// A daemon killed (SIGKILL) while it writes an entry of a shared disk cache leaves no
+/// entry a reader can see half written: while three other daemons read the same array
+/// through the folder, the fourth is stopped (SIGSTOP) as soon as one of its temporary
+/// files appears and, if the file is still there (being written, not yet renamed),
+/// killed; then a new daemon (which removes what the killed one left) reads the array
+/// from that folder, every byte right, fetching fewer objects than the store holds.
+#[test]
+fn a_daemon_killed_while_writing_a_shared_disk_cache_entry_leaves_no_half_entry() {
+    use common::mount::{array_file, ForegroundMount};
+    let m = Manifest::load();
+    let (_root, _server, proxy, _, options) = counted_s3(&m);
+    // The 16 MiB array of 130 chunk objects of about 100 KiB: entries take a while to write.
+    let url = format!("s3://fixtures/{}", store_folder(&m, "v3_large"));
+    let arrays: Vec<_> = arrays_of(&m, "v3_large");
+    let cache = TempDir::new("diskcache-killed");
+    let cache_dir = cache.path().display().to_string();
+    let args = [
+        "--anonymous",
+        "-o",
+        options.as_str(),
+        "--disk-cache",
+        cache_dir.as_str(),
+    ];
+    let mut failures = Vec::new();
+    let mut killed = None;
+    for _ in 0..5 {
+        let doomed = ForegroundMount::new(Path::new(&url), &args);
+        let mounts: Vec<Mount> = (0..3).map(|_| Mount::new(Path::new(&url), &args)).collect();
+        let pid = doomed.pid() as i32;
+        let prefix = format!(".tmp-{pid}-");
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let (doomed, arrays, m, done) = (&doomed, &arrays, &m, &done);
+            scope.spawn(move || {
+                for a in arrays {
+                    let path = a["path"].as_str().unwrap_or("");
+                    let _ = std::fs::read(array_file(m, "v3_large", path, &doomed.mountpoint));
+                }
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            let mounts = &mounts;
+            let others = scope.spawn(move || {
+                read_at_once(arrays, mounts, |mount, path| {
+                    mount.array(m, "v3_large", path)
+                })
+            });
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let Some(name) = temporary_files(cache.path())
+                    .into_iter()
+                    .find(|name| name.starts_with(&prefix))
+                else {
+                    continue;
+                };
+                // SAFETY: signals to the daemon this test started.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                while !all_stopped(pid) {
+                    std::thread::yield_now();
+                }
+                if temporary_files(cache.path()).contains(&name) {
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    killed = Some((pid, name));
+                    break;
+                }
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+            failures.extend(others.join().expect("the readers panicked"));
+        });
+        drop(mounts);
+        drop(doomed);
+        if killed.is_some() {
+            break;
+        }
+    }
+    let Some((pid, name)) = killed else {
+        panic!("in 5 rounds the daemon was never stopped while it wrote an entry");
+    };
+    println!("daemon {pid} killed while it wrote {name}");
+    assert!(
+        temporary_files(cache.path()).contains(&name),
+        "the killed daemon's {name} is not there"
+    );
+
+    proxy.command("reset");
+    let fresh = Mount::new(Path::new(&url), &args);
+    let left = temporary_files(cache.path());
+    failures.extend(
+        arrays
+            .iter()
+            .filter_map(|a| {
+                let path = a["path"].as_str().unwrap_or("");
+                match std::fs::read(fresh.array(&m, "v3_large", path)) {
+                    Ok(b) if sha256(&b) == a["sha256"]["C_little"] => None,
+                    Ok(_) => Some(format!("{path}: bytes differ")),
+                    Err(e) => Some(format!("{path}: {e}")),
+                }
+            })
+            .collect::<Vec<_>>(),
+    );
+    let fetched = proxy.requests("DATA");
+    drop(fresh);
+    assert_no_failures(&failures);
+    assert!(!left.contains(&name), "{name} of the killed daemon stayed");
+    let objects = walk(&m.store_dir("v3_large")).len() as u64;
+    assert!(
+        fetched < objects,
+        "the new daemon fetched {fetched} objects of {objects}: the cache served nothing"
+    );
+}
+
+/// Whether every thread of process `pid` is stopped (or gone).
+fn all_stopped(pid: i32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+            state.is_none_or(|s| s.starts_with(['T', 't', 'Z', 'X']))
+        })
+}
+
+/// The names of the temporary files in the store folders of cache folder `root`.
+fn temporary_files(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|store| {
+            std::fs::read_dir(store.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".tmp-"))
+        .collect()
 }
 
 /// Read each of `arrays` (of the v3 fixture store) through `mount`: what differs from

@@ -166,12 +166,25 @@ impl Caps {
 }
 
 /// A read-only Zarr store. Keys use `/` separators and never start with `/`. Every method
-/// but the version hooks (`refresh`, `as_of`, `learned_since`, `at_version`, `identity`, `names_bytes`) and `writer` is required: a store built on
+/// but `read_named`, the version hooks (`refresh`, `as_of`, `learned_since`,
+/// `at_version`, `identity`, `names_bytes`) and `writer` is required: a store built on
 /// another store says for each what it passes on.
 pub trait Store: Send + Sync {
     /// The whole value (`range` `None`) or part of it, with the version of the object it
     /// was read from; `None` when the key does not exist. Ranges past the end are clipped.
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>>;
+    /// The value at `key` as [`Store::read`] reads it, for a value that never changes once
+    /// written and that `name` names wherever it is stored (an Icechunk chunk object, by
+    /// its ID): a cache may keep it with no version asked for, and serve it to every store
+    /// that names it so. A store that keeps nothing reads it.
+    fn read_named(
+        &self,
+        key: &str,
+        range: Option<ByteRange>,
+        _name: &str,
+    ) -> Result<Option<Value>> {
+        self.read(key, range)
+    }
     /// The names directly below `prefix` ("" for the root): keys and sub-prefixes, sorted.
     fn list_dir(&self, prefix: &str) -> Result<Listing>;
     /// The size and version of the value at `key` now (a HEAD request, a `stat`), `None`

@@ -2,19 +2,27 @@
 //! every mount of it: entries live under `DIR/<hash of the store URL>/` and are named by a
 //! hash of the key, the range and the object's version (its ETag), so a changed object is
 //! never served stale. An entry is filed under the version that came with its bytes (the
-//! GET's own ETag), never under the one a HEAD gave before the GET. Writes go to a temporary file renamed into place (a crash leaves no
-//! half entry); a hit refreshes the entry's time; past the size budget the oldest entries
-//! go (LRU by modification time, across all stores in DIR).
+//! GET's own ETag), never under the one a HEAD gave before the GET. Writes go to a
+//! temporary file renamed into place (a crash leaves no half entry); a hit refreshes the
+//! entry's time; past the size budget the oldest entries go (LRU by modification time,
+//! across all stores in DIR).
 //!
 //! Any number of processes share one folder. A miss takes an exclusive lock on one of
 //! [`STRIPES`] lock files of its store (chosen by the entry's name) before it fetches, and
 //! looks again once it holds it: of the processes (and threads) that miss one entry at
-//! once, one fetches and the others read what it kept. The budget is kept by whichever
-//! process finds it exceeded, under the folder's `.evict.lock` (another process evicting
-//! is left to it); an entry another process is reading stays readable after its removal
-//! (POSIX keeps an open file). A process killed while writing leaves only its temporary
-//! file, `.tmp-PID-N`, which the next cache opened on the folder removes once no process
-//! PID runs.
+//! once, one fetches and the others read what it kept. The bytes the folder's entries
+//! take are counted in its `.used` file, under whose lock an entry takes its room before
+//! it is written (its temporary file made at full length, the oldest entries removed
+//! first when it would pass the budget) and is renamed into place, so the folder never
+//! holds more than its budget, temporary files included. An entry
+//! another process is reading stays readable after its removal (POSIX keeps an open
+//! file). A process killed while writing leaves only its temporary file, `.tmp-PID-N`,
+//! which the next cache opened on the folder removes once no process PID runs; the count
+//! is made again from the folder then.
+//!
+//! A value that never changes and is known by one name wherever it is stored (an
+//! Icechunk chunk object: [`Store::read_named`]) is kept in the folder's `named/` store
+//! under that name, with no HEAD asked: every repository naming the object shares it.
 //!
 //! The version of each object is asked for once (a HEAD), and then remembered: for the
 //! process's life, or with a refresh interval for that long. A reading of the hierarchy
@@ -25,6 +33,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,6 +51,10 @@ use crate::store::{ByteRange, Caps, Head, Listing, Store, Value, Version};
 const MAX_KNOWN: usize = 1 << 20;
 /// Eviction brings the cache down to this fraction of its budget (in percent).
 const LOW_WATER: u64 = 90;
+/// The folder of values kept by their own names ([`Store::read_named`]), shared by stores.
+const NAMED: &str = "named";
+/// The file counting the bytes of the entries in the folder, and its lock.
+const USED: &str = ".used";
 /// Lock files per store folder that misses of different entries take (by the entry's
 /// name): few enough to keep, enough that unrelated fetches seldom wait on each other.
 const STRIPES: usize = 1024;
@@ -62,16 +75,14 @@ const KEPT_VIEWS: usize = 4096;
 
 struct Cache {
     inner: Arc<dyn Store>,
+    /// The store's folder of entries.
     dir: PathBuf,
     root: PathBuf,
     budget: u64,
-    /// Bytes in the whole cache folder, as last counted plus what this process added.
-    used: AtomicU64,
     /// Each key's size and version, and when they were asked for.
     known: Mutex<HashMap<String, (Instant, Option<Head>)>>,
     /// How long a version asked for holds (`None`: for the process's life).
     revalidate: Option<Duration>,
-    evicting: Mutex<()>,
     /// The views handed out lately, by the start of their reading.
     views: Mutex<lru::LruCache<Instant, Arc<dyn Store>>>,
 }
@@ -87,7 +98,8 @@ fn io(path: &Path, source: std::io::Error) -> Error {
     }
 }
 
-/// Every entry file under `root` with its size and modification time.
+/// Every file of an entry under `root`, temporary ones (being written) included, with its
+/// size and modification time.
 fn entries(root: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
     let mut out = Vec::new();
     let Ok(stores) = std::fs::read_dir(root) else {
@@ -99,7 +111,7 @@ fn entries(root: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
         };
         for file in files.flatten() {
             let Ok(meta) = file.metadata() else { continue };
-            if meta.is_file() && !file.file_name().to_string_lossy().starts_with(".tmp") {
+            if meta.is_file() {
                 let time = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                 out.push((file.path(), meta.len(), time));
             }
@@ -140,22 +152,49 @@ fn remove_orphans(root: &Path) {
     }
 }
 
-/// An exclusive lock on `path` (created), held until the file is dropped; `None` when it
-/// cannot be taken (the caller goes on unlocked: at worst an entry is fetched twice).
-fn lock_file(path: &Path, wait: bool) -> Option<File> {
+/// `path` (created) with an exclusive lock on it, held until the file is dropped; `None`
+/// when it cannot be opened. Where the folder's file system has no locks, the file is
+/// handed back unlocked (at worst an entry is fetched twice, or the count is off until
+/// it is made again).
+fn lock_file(path: &Path) -> Option<File> {
     let file = File::options()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
         .open(path)
         .map_err(|e| log::debug!("disk cache lock {}: {e}", path.display()))
         .ok()?;
-    let locked = if wait {
-        file.lock().is_ok()
-    } else {
-        file.try_lock().is_ok()
-    };
-    locked.then_some(file)
+    if let Err(e) = file.lock() {
+        log::debug!("disk cache lock {}: {e}", path.display());
+    }
+    Some(file)
+}
+
+/// The folder's count of the bytes its entries take (temporary files included), from its
+/// `.used` file, locked while this lives.
+struct Count(File);
+
+impl Count {
+    /// The count of folder `root`, locked (waiting while another process holds it).
+    fn lock(root: &Path) -> Option<Count> {
+        lock_file(&root.join(USED)).map(Count)
+    }
+
+    /// The count kept, or one made from the folder when none is.
+    fn get(&self, root: &Path) -> u64 {
+        let mut bytes = [0u8; 8];
+        match self.0.read_exact_at(&mut bytes, 0) {
+            Ok(()) => u64::from_le_bytes(bytes),
+            Err(_) => entries(root).iter().map(|e| e.1).sum(),
+        }
+    }
+
+    fn set(&self, used: u64) {
+        if let Err(e) = self.0.write_all_at(&used.to_le_bytes(), 0) {
+            log::debug!("disk cache count: {e}");
+        }
+    }
 }
 
 impl DiskCache {
@@ -166,19 +205,25 @@ impl DiskCache {
             return Ok(None);
         };
         let dir = root.join(hex(&Sha256::digest(location.as_bytes())[..16]));
-        std::fs::create_dir_all(dir.join(".locks")).map_err(|e| io(&dir, e))?;
-        remove_orphans(root);
-        let used = entries(root).iter().map(|e| e.1).sum();
+        for folder in [&dir, &root.join(NAMED)] {
+            std::fs::create_dir_all(folder.join(".locks")).map_err(|e| io(folder, e))?;
+        }
+        {
+            // Made again from the folder: what ended processes left is gone or counted.
+            let count = Count::lock(root);
+            remove_orphans(root);
+            if let Some(count) = count {
+                count.set(entries(root).iter().map(|e| e.1).sum());
+            }
+        }
         let views = std::num::NonZeroUsize::new(KEPT_VIEWS).unwrap_or(std::num::NonZeroUsize::MIN);
         Ok(Some(DiskCache(Arc::new(Cache {
             inner,
             dir,
             root: root.to_path_buf(),
             budget,
-            used: AtomicU64::new(used),
             known: Mutex::new(HashMap::new()),
             revalidate: None,
-            evicting: Mutex::new(()),
             views: Mutex::new(lru::LruCache::new(views)),
         }))))
     }
@@ -192,6 +237,16 @@ impl DiskCache {
         }
         self
     }
+}
+
+/// The name of the entry of `parts` (a key, a range, a version) in `dir`.
+fn entry_in(dir: &Path, parts: &[&str]) -> PathBuf {
+    let mut h = Sha256::new();
+    for part in parts {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    dir.join(hex(&h.finalize()[..20]))
 }
 
 impl Cache {
@@ -216,13 +271,8 @@ impl Cache {
     }
 
     fn entry_path(&self, key: &str, range: Option<ByteRange>, version: &Version) -> PathBuf {
-        let mut h = Sha256::new();
-        h.update(key.as_bytes());
-        h.update([0]);
-        h.update(format!("{range:?}").as_bytes());
-        h.update([0]);
-        h.update(version.to_string().as_bytes());
-        self.dir.join(hex(&h.finalize()[..20]))
+        let range = format!("{range:?}");
+        entry_in(&self.dir, &[key, &range, &version.to_string()])
     }
 
     /// The cached value, refreshed as recently used.
@@ -234,59 +284,124 @@ impl Cache {
         Some(bytes)
     }
 
-    /// Keep `bytes` at `path`: a temporary file renamed into place. Failures only cost
+    /// Keep `bytes` at `path`: its temporary file made at its full length under the
+    /// count's lock (old entries removed first when it would pass the budget), then
+    /// written and renamed into place (a crash leaves no half entry). Failures only cost
     /// the entry (a full disk must not fail the read).
     fn keep(&self, path: &Path, bytes: &[u8]) {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let tmp = self.dir.join(format!(
+        let size = bytes.len() as u64;
+        let Some(dir) = path.parent().filter(|_| size <= self.budget) else {
+            return;
+        };
+        let tmp = dir.join(format!(
             ".tmp-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
-        let written = File::create(&tmp)
-            .and_then(|mut f| f.write_all(bytes))
-            .and_then(|_| std::fs::rename(&tmp, path));
-        if let Err(e) = written {
+        let make = || File::create(&tmp).and_then(|f| f.set_len(size).map(|_| f));
+        let count = Count::lock(&self.root);
+        let file = match &count {
+            Some(count) => {
+                let used = count.get(&self.root);
+                let used = match used.checked_add(size) {
+                    Some(after) if after <= self.budget => used,
+                    _ => self.evict(size),
+                };
+                let file = make();
+                count.set(used.saturating_add(if file.is_ok() { size } else { 0 }));
+                file
+            }
+            None => make(),
+        };
+        let counted = count.is_some();
+        drop(count);
+        let written = file.and_then(|mut f| f.write_all(bytes));
+        // Renamed under the count's lock too: a listing of the folder that meets a
+        // rename may see neither name, and the count is made from such listings.
+        let count = Count::lock(&self.root);
+        if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, path)) {
             let _ = std::fs::remove_file(&tmp);
             log::warn!("disk cache {}: {e}", path.display());
-            return;
-        }
-        let used = self.used.fetch_add(bytes.len() as u64, Ordering::Relaxed) + bytes.len() as u64;
-        if used > self.budget {
-            self.evict();
+            if let Some(count) = count.filter(|_| counted) {
+                count.set(count.get(&self.root).saturating_sub(size));
+            }
         }
     }
 
-    /// The lock a miss of the entry at `path` holds while it fetches: one of the store's
-    /// [`STRIPES`], by the entry's name.
-    fn fetch_lock(&self, path: &Path) -> Option<File> {
+    /// The lock a miss of the entry at `path` holds while it fetches: one of its store
+    /// folder's [`STRIPES`], by the entry's name.
+    fn fetch_lock(path: &Path) -> Option<File> {
         let name = path.file_name()?.to_str()?;
         let stripe = usize::from_str_radix(name.get(..4)?, 16).ok()? % STRIPES;
-        lock_file(&self.dir.join(".locks").join(format!("{stripe:04}")), true)
+        let locks = path.parent()?.join(".locks");
+        lock_file(&locks.join(format!("{stripe:04}")))
     }
 
-    /// Remove the oldest entries until the folder is under its low-water mark: in one
-    /// thread of one process at a time (the others leave it to that one).
-    fn evict(&self) {
-        let Some(_one) = self.evicting.try_lock() else {
-            return;
-        };
-        let Some(_only) = lock_file(&self.root.join(".evict.lock"), false) else {
-            return;
-        };
+    /// Remove the oldest entries until the folder has room for `room` more bytes under
+    /// its low-water mark (the count's lock held): the bytes left in it. Temporary files
+    /// (entries being written) are counted and left alone.
+    fn evict(&self, room: u64) -> u64 {
         let mut all = entries(&self.root);
         all.sort_by_key(|e| e.2);
         let mut used: u64 = all.iter().map(|e| e.1).sum();
-        let target = self.budget / 100 * LOW_WATER;
+        let target = (self.budget / 100 * LOW_WATER).saturating_sub(room);
         for (path, size, _) in all {
             if used <= target {
                 break;
             }
-            if std::fs::remove_file(&path).is_ok() {
+            let temporary = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".tmp"));
+            if !temporary && std::fs::remove_file(&path).is_ok() {
                 used = used.saturating_sub(size);
             }
         }
-        self.used.store(used, Ordering::Relaxed);
+        used
+    }
+
+    /// The value at `key` (or part of it), whose entry `path` (of version `version`)
+    /// was missing: fetched under the entry's fetch lock unless another process kept it
+    /// meanwhile, then kept at `file(version it came with)`, if any.
+    fn fetch(
+        &self,
+        key: &str,
+        range: Option<ByteRange>,
+        (path, version): (&Path, &Version),
+        file: impl Fn(&Version) -> Option<PathBuf>,
+    ) -> Result<Option<Value>> {
+        // One fetch of the entry at a time, across processes: whoever waited here finds
+        // what the one before it kept.
+        let _fetching = Self::fetch_lock(path);
+        if let Some(bytes) = Self::hit(path) {
+            return Ok(Some(Value {
+                bytes,
+                version: version.clone(),
+            }));
+        }
+        let got = self.inner.read(key, range)?;
+        if let Some(value) = &got {
+            if let Some(to) = file(&value.version) {
+                self.keep(&to, &value.bytes);
+            }
+        }
+        Ok(got)
+    }
+
+    /// A value that never changes, known by `name` wherever it is stored: kept in the
+    /// folder's named store under that name, with no version asked for.
+    fn named(&self, key: &str, range: Option<ByteRange>, name: &str) -> Result<Option<Value>> {
+        let range_name = format!("{range:?}");
+        let path = entry_in(&self.root.join(NAMED), &[name, &range_name]);
+        if let Some(bytes) = Self::hit(&path) {
+            return Ok(Some(Value {
+                bytes,
+                version: Version::Unknown,
+            }));
+        }
+        self.fetch(key, range, (&path, &Version::Unknown), |_| {
+            Some(path.clone())
+        })
     }
 
     fn cached(
@@ -307,35 +422,26 @@ impl Cache {
                 version: tag,
             }));
         }
-        // One fetch of the entry at a time, across processes: whoever waited here finds
-        // what the one before it kept.
-        let _fetching = self.fetch_lock(&path);
-        if let Some(bytes) = Self::hit(&path) {
-            return Ok(Some(Value {
-                bytes,
-                version: tag,
-            }));
-        }
-        let got = self.inner.read(key, range)?;
-        if let Some(Value {
-            bytes,
-            version: fetched,
-        }) = got.as_ref().filter(|v| v.version.is_known())
-        {
+        self.fetch(key, range, (&path, &tag), |fetched| {
             // Filed under the version the bytes came with: when the object changed since
             // the HEAD, they are not the bytes of `tag`.
             if *fetched != tag {
                 log::debug!("{key}: changed while read ({tag} before, {fetched} now)");
             }
-            self.keep(&self.entry_path(key, range, fetched), bytes);
-        }
-        Ok(got)
+            fetched
+                .is_known()
+                .then(|| self.entry_path(key, range, fetched))
+        })
     }
 }
 
 impl Store for DiskCache {
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
         self.0.cached(key, range, None)
+    }
+
+    fn read_named(&self, key: &str, range: Option<ByteRange>, name: &str) -> Result<Option<Value>> {
+        self.0.named(key, range, name)
     }
 
     /// Writes go to the store beneath: entries are filed by the version they were read
@@ -403,6 +509,10 @@ impl Store for Since {
         self.cache.cached(key, range, Some(self.since))
     }
 
+    fn read_named(&self, key: &str, range: Option<ByteRange>, name: &str) -> Result<Option<Value>> {
+        self.cache.named(key, range, name)
+    }
+
     fn list_dir(&self, prefix: &str) -> Result<Listing> {
         self.cache.inner.list_dir(prefix)
     }
@@ -456,8 +566,10 @@ mod tests {
         tag: Mutex<String>,
         get_tag: Mutex<Option<String>>,
         fetches: AtomicUsize,
+        heads: AtomicUsize,
         /// How long each fetch takes (misses that overlap).
         delay: Mutex<Duration>,
+        location: String,
     }
 
     impl Versioned {
@@ -467,7 +579,9 @@ mod tests {
                 tag: Mutex::new("v1".into()),
                 get_tag: Mutex::new(None),
                 fetches: AtomicUsize::new(0),
+                heads: AtomicUsize::new(0),
                 delay: Mutex::new(Duration::ZERO),
+                location: "mem://test".into(),
             }
         }
     }
@@ -488,6 +602,7 @@ mod tests {
             self.inner.lock().list_dir(prefix)
         }
         fn head(&self, key: &str) -> Result<Option<Head>> {
+            self.heads.fetch_add(1, Ordering::Relaxed);
             Ok(self.inner.lock().head(key)?.map(|h| Head {
                 size: h.size,
                 version: Version::Label(self.tag.lock().clone()),
@@ -496,7 +611,7 @@ mod tests {
         fn will_need(&self, _key: &str) {}
         fn caps(&self) -> Caps {
             Caps {
-                location: Some("mem://test".into()),
+                location: Some(self.location.clone()),
                 ..Caps::local()
             }
         }
@@ -669,6 +784,114 @@ mod tests {
         assert!(Arc::ptr_eq(&reading, &cache.learned_since(began).unwrap()));
         // Without an interval a version holds for the process's life: no view.
         assert!(cache_of(&store, &root).learned_since(began).is_none());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// A value read by its own name is kept with no HEAD, and a store at another URL
+    /// naming it so is served it from the folder with no fetch.
+    #[test]
+    fn named_values_are_shared_by_every_store_naming_them() {
+        let chunk = vec![4u8; 300];
+        let (root, first) = setup("diskcache-named", &[("chunks/AB", chunk.clone())]);
+        let mut other = Versioned::new(MemoryStore::new());
+        other.location = "mem://another-repository".into();
+        other.inner.lock().insert("chunks/AB", chunk.clone());
+        let other = Arc::new(other);
+        let span = Some(ByteRange::Span {
+            offset: 100,
+            len: 50,
+        });
+        let read = |store: &Arc<Versioned>| {
+            let cache = cache_of(store, &root);
+            let value = cache.read_named("chunks/AB", span, "icechunk/chunks/AB");
+            value.unwrap().unwrap().bytes
+        };
+        assert_eq!(read(&first), vec![4u8; 50]);
+        assert_eq!(read(&other), vec![4u8; 50]);
+        assert_eq!(first.fetches.load(Ordering::Relaxed), 1);
+        assert_eq!(other.fetches.load(Ordering::Relaxed), 0);
+        assert_eq!(
+            first.heads.load(Ordering::Relaxed),
+            0,
+            "a named value's HEAD"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// Four caches of one folder (four processes) keep entries at once under a budget a
+    /// tenth of what they read: the folder, temporary files included, never holds more.
+    #[test]
+    fn caches_sharing_a_folder_keep_it_within_its_budget() {
+        let values: Vec<(String, Vec<u8>)> = (0..200)
+            .map(|i| (format!("c/{i}"), vec![(i % 251) as u8; 1000 + i * 7]))
+            .collect();
+        let refs: Vec<(&str, Vec<u8>)> = values
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        let (root, store) = setup("diskcache-budget", &refs);
+        let total: usize = values.iter().map(|v| v.1.len()).sum();
+        let budget = (total / 10) as u64;
+        let caches: Vec<DiskCache> = (0..4)
+            .map(|_| {
+                DiskCache::new(store.clone(), &root, budget)
+                    .unwrap()
+                    .unwrap()
+            })
+            .collect();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let most = AtomicU64::new(0);
+        // The folder's files, each once (a file being renamed may be listed twice),
+        // counted while the count is locked: no entry takes room or is removed meanwhile.
+        let held = || -> u64 {
+            let _count = lock_file(&root.join(USED));
+            let mut files = HashMap::new();
+            for store in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+                for file in std::fs::read_dir(store.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    if let Some(meta) = file.metadata().ok().filter(|m| m.is_file()) {
+                        files.insert(std::os::unix::fs::MetadataExt::ino(&meta), meta.len());
+                    }
+                }
+            }
+            files.values().sum()
+        };
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    most.fetch_max(held(), Ordering::Relaxed);
+                }
+            });
+            let readers: Vec<_> = caches
+                .iter()
+                .enumerate()
+                .map(|(n, cache)| {
+                    let values = &values;
+                    scope.spawn(move || {
+                        for i in 0..values.len() {
+                            let (key, bytes) = &values[(i * 7 + n * 50) % values.len()];
+                            assert_eq!(&cache.get(key).unwrap().unwrap(), bytes, "{key}");
+                        }
+                    })
+                })
+                .collect();
+            for reader in readers {
+                reader.join().unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        let most = most.load(Ordering::Relaxed);
+        assert!(
+            most > budget / 2,
+            "the folder never filled ({most} of {budget} B)"
+        );
+        assert!(
+            most <= budget,
+            "the folder held {most} B, over its budget of {budget} B"
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 }

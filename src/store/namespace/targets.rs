@@ -140,6 +140,7 @@ impl Targets {
             kind: "reference",
             noun: "target",
             shown: target.to_string(),
+            named: None,
         };
         read_part(store.as_ref(), key, &tkey, &what, offset, len, range)
     }
@@ -250,6 +251,9 @@ pub(super) struct Referred {
     pub kind: &'static str,
     pub noun: &'static str,
     pub shown: String,
+    /// What names the object wherever it is stored, for an object that never changes
+    /// (an Icechunk chunk object): read with [`Store::read_named`], so caches share it.
+    pub named: Option<String>,
 }
 
 /// The value of `key`, which refers to `len` bytes at `offset` of object `tkey` of
@@ -264,7 +268,12 @@ pub(super) fn read_part(
     len: Option<u64>,
     range: Option<ByteRange>,
 ) -> Result<Value> {
-    let Referred { kind, noun, shown } = what;
+    let Referred {
+        kind,
+        noun,
+        shown,
+        named,
+    } = what;
     let asked = match (len, range) {
         (None, r) => r,
         (Some(len), None) => Some(ByteRange::Span { offset, len }),
@@ -276,25 +285,27 @@ pub(super) fn read_part(
             Some(ByteRange::Span { offset, len: l })
         }
     };
-    let value = store
-        .read(tkey, asked)
-        .map_err(|e| {
-            StoreError::Referred {
-                kind,
-                noun,
-                shown: shown.clone(),
-                source: Box::new(e),
-            }
-            .at(key)
-        })?
-        .ok_or_else(|| {
-            StoreError::Missing {
-                kind,
-                noun,
-                shown: shown.clone(),
-            }
-            .at(key)
-        })?;
+    let value = match named {
+        Some(name) => store.read_named(tkey, asked, name),
+        None => store.read(tkey, asked),
+    }
+    .map_err(|e| {
+        StoreError::Referred {
+            kind,
+            noun,
+            shown: shown.clone(),
+            source: Box::new(e),
+        }
+        .at(key)
+    })?
+    .ok_or_else(|| {
+        StoreError::Missing {
+            kind,
+            noun,
+            shown: shown.clone(),
+        }
+        .at(key)
+    })?;
     // A reference of a stated length must find that many bytes; one of a whole target
     // is clipped to it, as any value is.
     if let (Some(_), Some(ByteRange::Span { len: want, .. })) = (len, asked) {

@@ -189,6 +189,9 @@ impl Repo {
             kind: "chunk",
             noun: "object",
             shown: format!("{}/{object}", self.label),
+            // Chunk IDs are unique and chunk objects never rewritten: every repository
+            // naming one names the same bytes.
+            named: Some(format!("icechunk/{object}")),
         };
         let value = read_part(
             self.objects.as_ref(),
