@@ -345,6 +345,45 @@ fn a_second_mount_reads_chunk_objects_from_the_disk_cache() {
     assert_no_failures(&failures);
 }
 
+/// Chunk objects never change and their IDs are unique, so the disk cache keeps them by
+/// ID: a mount of another repository naming the same objects (here the same repository
+/// under a second URL, as a copy of it would be) reads every array without fetching one.
+#[test]
+fn chunk_objects_in_the_disk_cache_serve_every_repository_naming_them() {
+    let (dir, m) = fixtures();
+    let served = TempDir::new("icechunk-two-repositories");
+    for name in ["first", "second"] {
+        std::os::unix::fs::symlink(dir.join("icechunk/repo"), served.path().join(name))
+            .expect("symlink a repository");
+    }
+    let server = nginx(served.path(), false);
+    let proxy = Proxy::start(server.port, "python3");
+    let cache = TempDir::new("icechunk-shared-cache");
+    let cache_dir = cache.path().display().to_string();
+    let args = ["--disk-cache", cache_dir.as_str()];
+    let main = version(&m, "branch", "main");
+    let total = main["arrays"].as_array().expect("arrays").len();
+    let mut failures = Vec::new();
+    for name in ["first", "second"] {
+        proxy.command("reset");
+        let mount = Mount::new(Path::new(&format!("{}/{name}", proxy.url())), &args);
+        let (good, errors) = read_all(&mount, "", main);
+        drop(mount);
+        if good != total {
+            failures.push(format!("{name}: {good} of {total} read; {errors:?}"));
+        }
+        let fetched = proxy.requests("CHUNKS");
+        match name {
+            "first" if fetched == 0 => failures.push("first: no chunk object fetched".into()),
+            "second" if fetched > 0 => failures.push(format!(
+                "second: {fetched} chunk objects fetched that the first repository's mount kept"
+            )),
+            _ => {}
+        }
+    }
+    assert_no_failures(&failures);
+}
+
 /// A copy of the fixture repository in `tmp`.
 fn copy_repo(dir: &Path, tmp: &Path) -> PathBuf {
     let to = tmp.join("repo");
