@@ -15,6 +15,10 @@
 #                  interval, r.g.requests_after those of one made after a 10 s interval
 #                  (longer than one `ls -lR`)
 #   r.s.vmhwm_kib  daemon peak RSS with 16 concurrent sequential readers (4 per array)
+#   r.k.ARRAY      `dd bs=1M` through a second mount of the same URL that shares the disk
+#                  cache folder a first mount filled (a second daemon on the node, page
+#                  cache dropped), and r.l.ARRAY the same through a mount of the local
+#                  folder of the same data, back to back
 latency_ms="${BENCH_LATENCY_MS:-20}"
 remote_reads="${BENCH_REMOTE_READS:-200}"
 remote_arrays=(zstd sharded)
@@ -86,6 +90,28 @@ for r in $(seq "$repeat"); do
         done
     done
 done
+
+shared_cache="$remote_dir/disk-cache"
+for r in $(seq "$repeat"); do
+    for a in "${remote_arrays[@]}"; do
+        say "(r) $a through a second mount sharing a disk cache, run $r/$repeat"
+        rm -rf "$shared_cache"
+        fresh_mount "s3://bench/big.zarr" "$rmnt" "${s3_args[@]}" --disk-cache "$shared_cache"
+        dd_read "$rmnt/$a" || say "warning: filling the disk cache from $a failed"
+        unmount "$rmnt"
+        drop_caches
+        fresh_mount "s3://bench/big.zarr" "$rmnt" "${s3_args[@]}" --disk-cache "$shared_cache"
+        proxy_cmd reset >/dev/null
+        timed "r.k.$a" dd_read "$rmnt/$a"
+        record "r.k.$a.gets" "$(proxy_count GET)"
+        unmount "$rmnt"
+        drop_caches
+        fresh_mount "$big" "$rmnt"
+        timed "r.l.$a" dd_read "$rmnt/$a"
+        unmount "$rmnt"
+    done
+done
+rm -rf "$shared_cache"
 
 for a in "${remote_arrays[@]}"; do
     say "(r) $a: $remote_reads random 4 KiB preads over S3"

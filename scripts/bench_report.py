@@ -151,6 +151,13 @@ def remote_section(raw: Raw, nbytes: int, add, tput, cache_bytes: int) -> list[s
         p50 = raw.num(f"r.f.{key}.cold.p50_us")
         add(f"(r) random 4 KiB p50 in round trips, {key}",
             None if p50 is None else p50 / 1000 / rtt, 2.0, False)
+    for key in ("zstd", "sharded"):
+        gets = raw.num(f"r.k.{key}.gets")
+        lines += [f"Second mount sharing a disk cache, {key}: {fmt_seconds(raw, f'r.k.{key}', nbytes)} "
+                  f"({'n/a' if gets is None else f'{gets:.0f}'} GETs), local folder "
+                  f"{fmt_seconds(raw, f'r.l.{key}', nbytes)}.", ""]
+        add(f"(r) second mount from a shared disk cache / local folder, {key}",
+            ratio(tput(f"r.k.{key}"), tput(f"r.l.{key}")), 0.8, True)
     lists = raw.num("r.g.lists")
     add("(r) LIST requests of `ls -lR`, consolidated 10k hierarchy", lists, 0, False, "{:.0f}")
     add("(r) requests of a second `ls -lR` within the refresh interval",
