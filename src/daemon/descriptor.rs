@@ -22,6 +22,16 @@ pub fn number(mountpoint: &Path) -> Option<RawFd> {
     rest.parse().ok()
 }
 
+/// Whether this process can open `/dev/fuse` itself (to clone a connection's descriptor
+/// for each request loop).
+pub fn device_openable() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .is_ok()
+}
+
 /// Check that descriptor `fd` is open on `/dev/fuse`: anything else (a closed number, a
 /// file, another device) fails before the daemon starts.
 pub fn check(fd: RawFd) -> Result<()> {

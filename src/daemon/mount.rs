@@ -55,7 +55,8 @@ pub struct MountConfig {
 }
 
 /// The session's configuration: mount options, who may use the mount, and `threads`
-/// loops reading requests from the kernel, each on its own cloned `/dev/fuse` descriptor.
+/// loops reading requests from the kernel, each on its own cloned `/dev/fuse` descriptor
+/// (where `/dev/fuse` can be opened).
 /// A mount that refreshes or takes writes is not flagged read-only to the kernel, which
 /// would refuse the `setxattr` of `user.zarrfs.refresh` and every write itself; the
 /// daemon refuses what it does not take.
@@ -221,13 +222,19 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
             std::process::exit(0);
         }
     });
-    let config = session_config(
+    let mut config = session_config(
         &cfg.store,
         &cfg.options,
         request_loops(),
         refresh.is_some() || writable,
     );
     let inherited = descriptor::number(&mountpoint);
+    // A request loop's own descriptor is a clone made by opening `/dev/fuse`, which a
+    // process serving an inherited descriptor may not have (an unprivileged container
+    // is given the descriptor alone): there, the loops share the inherited one.
+    if inherited.is_some() && !descriptor::device_openable() {
+        config.clone_fd = false;
+    }
     let mut session = match inherited {
         // Whoever mounted it chose who may use it (allow_other or not): the kernel checks.
         Some(fd) => {
