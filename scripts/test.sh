@@ -59,6 +59,11 @@ if ! id -u zarrfs-test >/dev/null 2>&1; then
     useradd --system --no-create-home --shell /usr/sbin/nologin zarrfs-test
 fi
 
+# The container image of tests/container.rs: podman, runc, uidmap and mmdebstrap from
+# Debian's packages, and its Debian base made once by mmdebstrap (target/container).
+bash scripts/container.sh install
+bash scripts/container.sh base
+
 bash scripts/setup_python.sh
 target/venv-zarr3/bin/python scripts/make_fixtures.py target/fixtures
 # Kerchunk and VirtualiZarr reference sets of NetCDF-4 / HDF5 files (tests/references.rs).
