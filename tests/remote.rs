@@ -700,18 +700,22 @@ fn a_daemon_killed_while_writing_a_shared_disk_cache_entry_leaves_no_half_entry(
     // The 16 MiB array of 130 chunk objects of about 100 KiB: entries take a while to write.
     let url = format!("s3://fixtures/{}", store_folder(&m, "v3_large"));
     let arrays: Vec<_> = arrays_of(&m, "v3_large");
-    let cache = TempDir::new("diskcache-killed");
-    let cache_dir = cache.path().display().to_string();
-    let args = [
-        "--anonymous",
-        "-o",
-        options.as_str(),
-        "--disk-cache",
-        cache_dir.as_str(),
-    ];
     let mut failures = Vec::new();
     let mut killed = None;
-    for _ in 0..5 {
+    // Each round on an empty folder (a full one has nothing left to write).
+    let mut cache = TempDir::new("diskcache-killed");
+    for round in 0..10 {
+        if round > 0 {
+            cache = TempDir::new("diskcache-killed");
+        }
+        let cache_dir = cache.path().display().to_string();
+        let args = [
+            "--anonymous",
+            "-o",
+            options.as_str(),
+            "--disk-cache",
+            cache_dir.as_str(),
+        ];
         let doomed = ForegroundMount::new(Path::new(&url), &args);
         let mounts: Vec<Mount> = (0..3).map(|_| Mount::new(Path::new(&url), &args)).collect();
         let pid = doomed.pid() as i32;
@@ -760,7 +764,7 @@ fn a_daemon_killed_while_writing_a_shared_disk_cache_entry_leaves_no_half_entry(
         }
     }
     let Some((pid, name)) = killed else {
-        panic!("in 5 rounds the daemon was never stopped while it wrote an entry");
+        panic!("in 10 rounds the daemon was never stopped while it wrote an entry");
     };
     println!("daemon {pid} killed while it wrote {name}");
     assert!(
@@ -768,6 +772,14 @@ fn a_daemon_killed_while_writing_a_shared_disk_cache_entry_leaves_no_half_entry(
         "the killed daemon's {name} is not there"
     );
 
+    let cache_dir = cache.path().display().to_string();
+    let args = [
+        "--anonymous",
+        "-o",
+        options.as_str(),
+        "--disk-cache",
+        cache_dir.as_str(),
+    ];
     proxy.command("reset");
     let fresh = Mount::new(Path::new(&url), &args);
     let left = temporary_files(cache.path());

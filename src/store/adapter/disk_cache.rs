@@ -62,6 +62,34 @@ const STRIPES: usize = 1024;
 /// A store whose fetched values are kept on disk.
 pub struct DiskCache(Arc<Cache>);
 
+/// A question for an object's version under way ([`Cache::head`]), and its answer
+/// (`None`: it failed).
+struct Asking {
+    asked: Instant,
+    answer: std::sync::OnceLock<Option<Option<Head>>>,
+}
+
+/// Ends a question when dropped (answered, failed, or unwound): threads waiting for it
+/// are woken, and the next to ask asks anew.
+struct Answered<'a> {
+    cache: &'a Cache,
+    key: &'a str,
+    asking: &'a Arc<Asking>,
+}
+
+impl Drop for Answered<'_> {
+    fn drop(&mut self) {
+        let _ = self.asking.answer.set(None);
+        let mut out = self.cache.asking.lock();
+        if out
+            .get(self.key)
+            .is_some_and(|a| Arc::ptr_eq(a, self.asking))
+        {
+            out.remove(self.key);
+        }
+    }
+}
+
 /// The cache as seen by one reading of the hierarchy: versions learned before `since`
 /// are asked for again (see [`Store::learned_since`]).
 struct Since {
@@ -81,6 +109,8 @@ struct Cache {
     budget: u64,
     /// Each key's size and version, and when they were asked for.
     known: Mutex<HashMap<String, (Instant, Option<Head>)>>,
+    /// The questions for versions under way, by key.
+    asking: Mutex<HashMap<String, Arc<Asking>>>,
     /// How long a version asked for holds (`None`: for the process's life).
     revalidate: Option<Duration>,
     /// The views handed out lately, by the start of their reading.
@@ -223,6 +253,7 @@ impl DiskCache {
             root: root.to_path_buf(),
             budget,
             known: Mutex::new(HashMap::new()),
+            asking: Mutex::new(HashMap::new()),
             revalidate: None,
             views: Mutex::new(lru::LruCache::new(views)),
         }))))
@@ -260,14 +291,44 @@ impl Cache {
                 return Ok(v.clone());
             }
         }
-        let asked = Instant::now();
-        let v = self.inner.head(key)?;
-        let mut known = self.known.lock();
-        if known.len() >= MAX_KNOWN {
-            known.clear();
+        // One question per key at a time: a shard's inner chunks are read by many
+        // threads at once, and each would ask.
+        let (asking, first) = {
+            let mut out = self.asking.lock();
+            match out.get(key) {
+                Some(a) if since.is_none_or(|since| a.asked >= since) => (a.clone(), false),
+                _ => {
+                    let a = Arc::new(Asking {
+                        asked: Instant::now(),
+                        answer: std::sync::OnceLock::new(),
+                    });
+                    out.insert(key.to_string(), a.clone());
+                    (a, true)
+                }
+            }
+        };
+        if !first {
+            return match asking.answer.wait() {
+                Some(v) => Ok(v.clone()),
+                // It failed: ask again, to report the error of this read.
+                None => self.inner.head(key),
+            };
         }
-        known.insert(key.to_string(), (asked, v.clone()));
-        Ok(v)
+        let _done = Answered {
+            cache: self,
+            key,
+            asking: &asking,
+        };
+        let got = self.inner.head(key);
+        if let Ok(v) = &got {
+            let mut known = self.known.lock();
+            if known.len() >= MAX_KNOWN {
+                known.clear();
+            }
+            known.insert(key.to_string(), (asking.asked, v.clone()));
+            let _ = asking.answer.set(Some(v.clone()));
+        }
+        got
     }
 
     fn entry_path(&self, key: &str, range: Option<ByteRange>, version: &Version) -> PathBuf {
@@ -569,6 +630,8 @@ mod tests {
         heads: AtomicUsize,
         /// How long each fetch takes (misses that overlap).
         delay: Mutex<Duration>,
+        /// How long each HEAD takes.
+        head_delay: Mutex<Duration>,
         location: String,
     }
 
@@ -581,6 +644,7 @@ mod tests {
                 fetches: AtomicUsize::new(0),
                 heads: AtomicUsize::new(0),
                 delay: Mutex::new(Duration::ZERO),
+                head_delay: Mutex::new(Duration::ZERO),
                 location: "mem://test".into(),
             }
         }
@@ -603,6 +667,8 @@ mod tests {
         }
         fn head(&self, key: &str) -> Result<Option<Head>> {
             self.heads.fetch_add(1, Ordering::Relaxed);
+            let delay = *self.head_delay.lock();
+            std::thread::sleep(delay);
             Ok(self.inner.lock().head(key)?.map(|h| Head {
                 size: h.size,
                 version: Version::Label(self.tag.lock().clone()),
@@ -891,6 +957,32 @@ mod tests {
         assert!(
             most <= budget,
             "the folder held {most} B, over its budget of {budget} B"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// Threads asking for one object's version at once (a shard's inner chunks) send one
+    /// HEAD between them.
+    #[test]
+    fn threads_asking_for_one_version_at_once_ask_once() {
+        let (root, store) = setup("diskcache-asking", &[("shard", vec![3u8; 64])]);
+        *store.head_delay.lock() = Duration::from_millis(100);
+        let cache = cache_of(&store, &root);
+        let start = std::sync::Barrier::new(8);
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                let (cache, start) = (&cache, &start);
+                scope.spawn(move || {
+                    start.wait();
+                    let head = cache.head("shard").unwrap().unwrap();
+                    assert_eq!(head.size, 64);
+                });
+            }
+        });
+        assert_eq!(
+            store.heads.load(Ordering::Relaxed),
+            1,
+            "HEADs of one object"
         );
         let _ = std::fs::remove_dir_all(&root);
     }
