@@ -13,7 +13,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -23,7 +22,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::fixtures::is_unsupported;
-use common::mount::{array_file, mounted, wait_exit};
+use common::helper::{detach, mount_device, unmount};
+use common::mount::{array_file, wait_exit};
 use common::user::open_to_all;
 use common::{copy_dir, fixtures_dir, sha256, tail, zarrfs, Manifest, TempDir};
 
@@ -347,42 +347,8 @@ impl Drop for Served {
             let _ = self.podman.kill();
             let _ = self.podman.wait();
         }
-        if mounted(&self.mountpoint) {
-            let path = CString::new(self.mountpoint.as_os_str().as_encoded_bytes()).expect("path");
-            // SAFETY: a valid C string.
-            unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
-        }
+        detach(&self.mountpoint);
     }
-}
-
-/// `mount -t fuse.zarrfs` of the open `/dev/fuse` descriptor `fd` at `mountpoint`, for
-/// the user `uid`/`gid`, read-only, with allow_other (as a helper such as a CSI driver
-/// mounts it).
-fn mount_descriptor(fd: i32, mountpoint: &Path, uid: u32, gid: u32) {
-    let source = CString::new("zarrfs").expect("source");
-    let target = CString::new(mountpoint.as_os_str().as_encoded_bytes()).expect("target");
-    let fstype = CString::new("fuse.zarrfs").expect("type");
-    let data = CString::new(format!(
-        "fd={fd},rootmode=40000,user_id={uid},group_id={gid},allow_other"
-    ))
-    .expect("data");
-    // SAFETY: valid C strings; the data is the FUSE options string.
-    let rc = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RDONLY,
-            data.as_ptr().cast(),
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "mount of /dev/fuse at {}: {}",
-        mountpoint.display(),
-        std::io::Error::last_os_error()
-    );
 }
 
 /// `command` started with descriptor `fd` as its descriptor 3, open across its exec (as
@@ -417,14 +383,8 @@ fn a_container_without_capabilities_serves_a_helpers_mount_on_its_descriptor() {
     let log = std::fs::File::create(&log_path).expect("log file");
 
     // The helper's part: open /dev/fuse and mount it, for the image's user.
-    let device = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-        .expect("/dev/fuse is missing: mount tests need FUSE");
+    let device = mount_device(&mnt, uid, gid);
     let fd = device.as_raw_fd();
-    mount_descriptor(fd, &mnt, uid, gid);
-    assert!(mounted(&mnt), "the helper's mount is not there");
 
     // The container: no device, every capability dropped, the descriptor as its fd 3.
     let name = container_name("descriptor");
@@ -502,10 +462,7 @@ fn a_container_without_capabilities_serves_a_helpers_mount_on_its_descriptor() {
 
     // The helper unmounts: the connection ends, and so do zarrfs and its container, with
     // success.
-    let target = CString::new(mnt.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: a valid C string.
-    let rc = unsafe { libc::umount2(target.as_ptr(), 0) };
-    assert_eq!(rc, 0, "umount: {}", std::io::Error::last_os_error());
+    unmount(&mnt);
     let status = wait_exit(&mut served.podman, GUARD);
     let text = podman_log();
     assert!(

@@ -8,15 +8,13 @@
 
 mod common;
 
-use std::ffi::CString;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::mount::mounted;
+use common::helper::{detach, mount_device, unmount};
 use common::user::{id, open_to_all, USER};
 use common::{copy_dir, fixtures_dir, sha256, zarrfs, Manifest, TempDir};
 
@@ -33,41 +31,8 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if mounted(&self.mountpoint) {
-            let path = CString::new(self.mountpoint.as_os_str().as_encoded_bytes()).expect("path");
-            // SAFETY: a valid C string.
-            unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
-        }
+        detach(&self.mountpoint);
     }
-}
-
-/// `mount -t fuse.zarrfs` of the open `/dev/fuse` descriptor `fd` at `mountpoint`, for
-/// the user `uid`/`gid`, read-only, with allow_other.
-fn mount_descriptor(fd: i32, mountpoint: &Path, uid: u32, gid: u32) {
-    let source = CString::new("zarrfs").expect("source");
-    let target = CString::new(mountpoint.as_os_str().as_encoded_bytes()).expect("target");
-    let fstype = CString::new("fuse.zarrfs").expect("type");
-    let data = CString::new(format!(
-        "fd={fd},rootmode=40000,user_id={uid},group_id={gid},allow_other"
-    ))
-    .expect("data");
-    // SAFETY: valid C strings; the data is the FUSE options string.
-    let rc = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_RDONLY,
-            data.as_ptr().cast(),
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "mount of /dev/fuse at {}: {}",
-        mountpoint.display(),
-        std::io::Error::last_os_error()
-    );
 }
 
 /// `command` started with descriptor `fd` left open across its exec (no close-on-exec),
@@ -113,14 +78,8 @@ fn a_mount_made_by_root_is_served_by_a_normal_user_through_its_descriptor() {
     std::os::unix::fs::chown(&log, Some(uid), Some(gid)).expect("chown the log");
 
     // The helper's part: open /dev/fuse and mount it.
-    let device = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-        .expect("/dev/fuse is missing: mount tests need FUSE");
+    let device = mount_device(&mnt, uid, gid);
     let fd = device.as_raw_fd();
-    mount_descriptor(fd, &mnt, uid, gid);
-    assert!(mounted(&mnt), "the helper's mount is not there");
 
     // zarrfs as the user, without any capability, the descriptor inherited as it is.
     let mut command = Command::new("setpriv");
@@ -199,10 +158,7 @@ fn a_mount_made_by_root_is_served_by_a_normal_user_through_its_descriptor() {
     assert!(read > 100, "only {read} arrays read");
 
     // The helper unmounts: the connection ends and so does the daemon, with success.
-    let target = CString::new(mnt.as_os_str().as_encoded_bytes()).expect("path");
-    // SAFETY: a valid C string.
-    let rc = unsafe { libc::umount2(target.as_ptr(), 0) };
-    assert_eq!(rc, 0, "umount: {}", std::io::Error::last_os_error());
+    unmount(&mnt);
     let began = Instant::now();
     let status = loop {
         if let Some(status) = daemon.child.try_wait().expect("wait") {

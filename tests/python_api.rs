@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use common::user::{as_user, id, open_to_all, text, FuseDeviceMode, USER};
-use common::{copy_dir, fixtures_dir, run_ok, wheel, TempDir};
+use common::{copy_dir, fixtures_dir, pip_install_offline, run_ok, wheel, TempDir};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -35,14 +35,8 @@ impl Setup {
                 .arg(&venv),
         );
         run_ok(
-            Command::new(venv.join("bin/pip"))
-                .args([
-                    "install",
-                    "--quiet",
-                    "--no-index",
-                    "--disable-pip-version-check",
-                    "--find-links",
-                ])
+            pip_install_offline(&venv)
+                .arg("--find-links")
                 .arg(repo().join("target/wheelhouse"))
                 .arg(wheel())
                 .arg("numpy"),

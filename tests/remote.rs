@@ -537,17 +537,11 @@ fn read_at_once<M: Sync>(
                 let (start, file) = (&start, &file);
                 scope.spawn(move || {
                     start.wait();
-                    let mut failures = Vec::new();
-                    for i in 0..arrays.len() {
-                        let a = arrays[(i + n * arrays.len() / mounts.len()) % arrays.len()];
-                        let path = a["path"].as_str().unwrap_or("");
-                        match std::fs::read(file(mount, path)) {
-                            Ok(b) if sha256(&b) == a["sha256"]["C_little"] => {}
-                            Ok(_) => failures.push(format!("mount {n}: {path}: bytes differ")),
-                            Err(e) => failures.push(format!("mount {n}: {path}: {e}")),
-                        }
-                    }
-                    failures
+                    (0..arrays.len())
+                        .map(|i| arrays[(i + n * arrays.len() / mounts.len()) % arrays.len()])
+                        .filter_map(|a| wrong(a, &file(mount, a["path"].as_str().unwrap_or(""))))
+                        .map(|failure| format!("mount {n}: {failure}"))
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();
@@ -570,11 +564,10 @@ fn four_daemons_sharing_a_disk_cache_fetch_each_object_at_most_once() {
     // What one mount alone fetches: each object once.
     let alone = TempDir::new("diskcache-alone");
     let alone_dir = alone.path().display().to_string();
-    let base = ["--anonymous", "-o", options.as_str(), "--disk-cache"];
     let (mut failures, objects) = remount_and_count(
         &proxy,
         &url,
-        &[&base[..], &[alone_dir.as_str()]].concat(),
+        &cache_args(&options, &alone_dir),
         "DATA",
         read_all,
     );
@@ -583,7 +576,7 @@ fn four_daemons_sharing_a_disk_cache_fetch_each_object_at_most_once() {
     proxy.command("reset");
     let shared = TempDir::new("diskcache-shared");
     let shared_dir = shared.path().display().to_string();
-    let args = [&base[..], &[shared_dir.as_str()]].concat();
+    let args = cache_args(&options, &shared_dir);
     let mounts: Vec<Mount> = (0..4).map(|_| Mount::new(Path::new(&url), &args)).collect();
     failures.extend(read_at_once(&arrays, &mounts, |mount, path| {
         mount.array(&m, "v3", path)
@@ -645,14 +638,10 @@ fn four_daemons_keep_a_shared_disk_cache_within_a_tenth_of_the_data() {
     let cache_dir = cache.path().display().to_string();
     let size = budget.to_string();
     let args = [
-        "--anonymous",
-        "-o",
-        options.as_str(),
-        "--disk-cache",
-        cache_dir.as_str(),
-        "--disk-cache-size",
-        size.as_str(),
-    ];
+        &cache_args(&options, &cache_dir)[..],
+        &["--disk-cache-size", size.as_str()],
+    ]
+    .concat();
     let mounts: Vec<Mount> = (0..4).map(|_| Mount::new(Path::new(&url), &args)).collect();
     let done = std::sync::atomic::AtomicBool::new(false);
     let (mut most, mut samples) = (0, 0);
@@ -709,13 +698,7 @@ fn a_daemon_killed_while_writing_a_shared_disk_cache_entry_leaves_no_half_entry(
             cache = TempDir::new("diskcache-killed");
         }
         let cache_dir = cache.path().display().to_string();
-        let args = [
-            "--anonymous",
-            "-o",
-            options.as_str(),
-            "--disk-cache",
-            cache_dir.as_str(),
-        ];
+        let args = cache_args(&options, &cache_dir);
         let doomed = ForegroundMount::new(Path::new(&url), &args);
         let mounts: Vec<Mount> = (0..3).map(|_| Mount::new(Path::new(&url), &args)).collect();
         let pid = doomed.pid() as i32;
@@ -773,29 +756,11 @@ fn a_daemon_killed_while_writing_a_shared_disk_cache_entry_leaves_no_half_entry(
     );
 
     let cache_dir = cache.path().display().to_string();
-    let args = [
-        "--anonymous",
-        "-o",
-        options.as_str(),
-        "--disk-cache",
-        cache_dir.as_str(),
-    ];
+    let args = cache_args(&options, &cache_dir);
     proxy.command("reset");
     let fresh = Mount::new(Path::new(&url), &args);
     let left = temporary_files(cache.path());
-    failures.extend(
-        arrays
-            .iter()
-            .filter_map(|a| {
-                let path = a["path"].as_str().unwrap_or("");
-                match std::fs::read(fresh.array(&m, "v3_large", path)) {
-                    Ok(b) if sha256(&b) == a["sha256"]["C_little"] => None,
-                    Ok(_) => Some(format!("{path}: bytes differ")),
-                    Err(e) => Some(format!("{path}: {e}")),
-                }
-            })
-            .collect::<Vec<_>>(),
-    );
+    failures.extend(read_arrays(&m, "v3_large", &arrays, &fresh));
     let fetched = proxy.requests("DATA");
     drop(fresh);
     assert_no_failures(&failures);
@@ -837,8 +802,6 @@ fn temporary_files(root: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Read each of `arrays` (of the v3 fixture store) through `mount`: what differs from
-/// zarr-python's bytes in C order, or fails.
 /// The v3 fixture arrays whose flat files the tests read: fixed-size elements, codecs
 /// zarrfs reads.
 fn flat_v3_arrays(m: &Manifest) -> Vec<&serde_json::Value> {
@@ -864,17 +827,40 @@ fn remount_and_count(
     (failures, proxy.requests(method))
 }
 
+/// [`read_arrays`] of the v3 fixture store.
 fn read_v3_arrays(m: &Manifest, arrays: &[&serde_json::Value], mount: &Mount) -> Vec<String> {
-    let mut failures = Vec::new();
-    for a in arrays {
-        let path = a["path"].as_str().unwrap_or("");
-        match std::fs::read(mount.array(m, "v3", path)) {
-            Ok(b) if sha256(&b) == a["sha256"]["C_little"] => {}
-            Ok(_) => failures.push(format!("{path}: bytes differ")),
-            Err(e) => failures.push(format!("{path}: {e}")),
-        }
+    read_arrays(m, "v3", arrays, mount)
+}
+
+/// Read each of `arrays` (of fixture store `store`) through `mount`: what differs from
+/// zarr-python's bytes in C order, or fails.
+fn read_arrays(
+    m: &Manifest,
+    store: &str,
+    arrays: &[&serde_json::Value],
+    mount: &Mount,
+) -> Vec<String> {
+    arrays
+        .iter()
+        .filter_map(|a| wrong(a, &mount.array(m, store, a["path"].as_str().unwrap_or(""))))
+        .collect()
+}
+
+/// What is wrong with array `a` of the manifest read from `file` (other bytes than
+/// zarr-python's in C order, or an error), if anything.
+fn wrong(a: &serde_json::Value, file: &Path) -> Option<String> {
+    let path = a["path"].as_str().unwrap_or("");
+    match std::fs::read(file) {
+        Ok(b) if sha256(&b) == a["sha256"]["C_little"] => None,
+        Ok(_) => Some(format!("{path}: bytes differ")),
+        Err(e) => Some(format!("{path}: {e}")),
     }
-    failures
+}
+
+/// Mount options reaching the store with `options` (anonymous) through the disk cache
+/// folder `dir`.
+fn cache_args<'a>(options: &'a str, dir: &'a str) -> [&'a str; 5] {
+    ["--anonymous", "-o", options, "--disk-cache", dir]
 }
 
 /// The files under `dir` that are not metadata documents (chunk objects).

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::mount::{mounted, Unmount};
-use common::{run_ok, sha256, wheel, zarrfs, TempDir};
+use common::{pip_install_offline, run_ok, sha256, wheel, zarrfs, TempDir};
 
 /// The array files under `dir` (names not starting with `.`), as paths relative to it.
 fn array_files(dir: &Path, prefix: &str, out: &mut Vec<String>) {
@@ -37,16 +37,7 @@ fn the_wheel_installs_a_zarrfs_that_mounts_the_demo_store() {
     let tmp = TempDir::new("wheel");
     let venv = tmp.path().join("venv");
     run_ok(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-    run_ok(
-        Command::new(venv.join("bin/pip"))
-            .args([
-                "install",
-                "--quiet",
-                "--no-index",
-                "--disable-pip-version-check",
-            ])
-            .arg(&wheel),
-    );
+    run_ok(pip_install_offline(&venv).arg(&wheel));
     let installed = venv.join("bin/zarrfs");
     assert!(installed.is_file(), "the wheel installed no bin/zarrfs");
     let version = run_ok(Command::new(&installed).arg("--version"));

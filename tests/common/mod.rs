@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+pub mod helper;
 pub mod mount;
 pub mod servers;
 pub mod user;
@@ -271,6 +272,19 @@ pub fn run_ok(command: &mut std::process::Command) -> Vec<u8> {
     let run = CliRun::run(command);
     assert!(run.success(), "{run}");
     run.stdout
+}
+
+/// `pip install` of the venv at `venv`, quiet and from no index: the caller names the
+/// wheels (and `--find-links` folders) to install.
+pub fn pip_install_offline(venv: &std::path::Path) -> std::process::Command {
+    let mut command = std::process::Command::new(venv.join("bin/pip"));
+    command.args([
+        "install",
+        "--quiet",
+        "--no-index",
+        "--disable-pip-version-check",
+    ]);
+    command
 }
 
 /// The one zarrfs wheel in target/wheels (scripts/build-wheel.sh).
