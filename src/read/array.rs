@@ -17,6 +17,7 @@ use crate::codec::{CodecChain, UnitData, UnitRepr};
 use crate::error::{Error, Result};
 use crate::hierarchy::Hierarchy;
 use crate::metadata::ArrayMetadata;
+use crate::read::decoding;
 use crate::store::{ByteRange, Spans, Store, Value, Version};
 
 /// A shard's decoded index, and the version of the shard it was read from.
@@ -306,7 +307,7 @@ impl Array {
                     (None, _) => self.unit_repr.fill_marker(),
                     (Some(bytes), Some(chain)) => {
                         self.note_stored(&bytes);
-                        chain.decode(bytes).map_err(|e| e.at_key(&key))
+                        decoding::decode(|| chain.decode(bytes)).map_err(|e| e.at_key(&key))
                     }
                     (Some(_), None) => Err(Error::unsupported(
                         &key,
@@ -357,7 +358,7 @@ impl Array {
                     None => span(offset, nbytes)?.bytes,
                 };
                 self.note_stored(&bytes);
-                shard.inner.decode(bytes).map_err(|e| e.at_key(&key))
+                decoding::decode(|| shard.inner.decode(bytes)).map_err(|e| e.at_key(&key))
             }
         }
     }

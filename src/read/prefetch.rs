@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::pool::Pool;
+use crate::read::decoding;
 
 /// Prefetch threads per core: a unit's read from a cold disk overlaps another's decode.
 pub const PREFETCH_PER_CORE: usize = 2;
@@ -28,9 +29,12 @@ impl Prefetcher {
         })
     }
 
-    /// Queue `job`; false (and nothing queued) when the queue is full.
+    /// Queue `job`; false (and nothing queued) when the queue is full. Its decodes
+    /// wait for a core behind those of jobs queued before it (see [`decoding`]).
     pub fn submit(&self, job: impl FnOnce() + Send + 'static) -> bool {
-        self.pool.try_run(QUEUE_LIMIT, job)
+        let ticket = decoding::ticket();
+        self.pool
+            .try_run(QUEUE_LIMIT, move || decoding::as_prefetch(ticket, job))
     }
 
     /// Queue `job`, which hints the store about reads to come, on the hint thread;

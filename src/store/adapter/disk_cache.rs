@@ -336,9 +336,22 @@ impl Cache {
         entry_in(&self.dir, &[key, &range, &version.to_string()])
     }
 
-    /// The cached value, refreshed as recently used.
+    /// The cached value, refreshed as recently used. The whole file is asked of the
+    /// disk at once, as a folder store reads a chunk: one large read, not a readahead
+    /// window that starts small.
     fn hit(path: &Path) -> Option<Vec<u8>> {
-        let bytes = std::fs::read(path).ok()?;
+        let f = File::open(path).ok()?;
+        let len = f.metadata().ok()?.len();
+        // SAFETY: advice on a descriptor we own; failure only loses the hint.
+        unsafe {
+            libc::posix_fadvise(
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                0,
+                i64::try_from(len).unwrap_or(i64::MAX),
+                libc::POSIX_FADV_WILLNEED,
+            )
+        };
+        let bytes = crate::store::read_value(&path.to_string_lossy(), f, len).ok()?;
         if let Ok(f) = File::options().write(true).open(path) {
             let _ = f.set_modified(SystemTime::now());
         }
