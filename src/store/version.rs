@@ -12,8 +12,14 @@ pub enum Version {
     Unknown,
     /// A local file: its modification time (seconds and nanoseconds) and size.
     File { secs: i64, nanos: i64, size: u64 },
-    /// A remote object with an ETag, and its modification time (seconds).
-    ETag { etag: String, modified: i64 },
+    /// A remote object with an ETag, its modification time (seconds), and the
+    /// object's own version when the store names one (GCS's generation, S3's version
+    /// ID): what a conditional update of it names on GCS.
+    ETag {
+        etag: String,
+        modified: i64,
+        generation: Option<String>,
+    },
     /// A remote object without an ETag: its size and modification time (nanoseconds).
     Object { size: u64, nanos: i64 },
     /// A value of a memory store: the insertion that wrote it.
@@ -96,7 +102,16 @@ impl fmt::Display for Version {
         match self {
             Version::Unknown => f.write_str("unknown"),
             Version::File { secs, nanos, size } => write!(f, "mtime:{secs}.{nanos:09}:size:{size}"),
-            Version::ETag { etag, modified } => write!(f, "etag:{etag} modified:{modified}"),
+            Version::ETag {
+                etag,
+                modified,
+                generation: None,
+            } => write!(f, "etag:{etag} modified:{modified}"),
+            Version::ETag {
+                etag,
+                modified,
+                generation: Some(g),
+            } => write!(f, "etag:{etag} modified:{modified} generation:{g}"),
             Version::Object { size, nanos } => write!(f, "size:{size}:{nanos}"),
             Version::Generation(n) => write!(f, "insert:{n}"),
             Version::Snapshot(id) => write!(f, "snapshot:{id}"),
@@ -116,6 +131,7 @@ mod tests {
         let etag = Version::ETag {
             etag: "\"abc\"".into(),
             modified: 5,
+            generation: None,
         };
         assert_eq!(etag.etag(), Some("abc"));
         assert_eq!(etag.modified(), Some(5));

@@ -1,4 +1,5 @@
-//! Test servers on loopback for the remote-store tests: s3s-fs (S3), nginx with WebDAV
+//! Test servers on loopback for the remote-store tests: s3s-fs (S3), a GCS server
+//! (`scripts/gcs_server.py`, with generations), nginx with WebDAV
 //! (HTTP with PROPFIND listing) or without (a server that cannot list), and the
 //! fault-injecting proxy of `scripts/fault_proxy.py`. Ports are picked free; every server
 //! is ended by its own PID on drop; its log is kept (and named) when the test fails.
@@ -167,6 +168,29 @@ pub fn s3s_fs(root: &Path, keys: Option<(&str, &str)>) -> Server {
     }
     command.arg(root);
     spawn(command, "s3s-fs", port, dir)
+}
+
+/// The service account file in a [`gcs`] server's folder that object_store's GCS client
+/// takes for an emulator (`disable_oauth`: requests carry an empty bearer token).
+pub const GCS_KEY: &str = "key.json";
+
+/// scripts/gcs_server.py serving `root` (bucket = first-level folder) through GCS's XML
+/// API, with object generations and conditional puts; it takes any credentials (see
+/// [`GCS_KEY`]).
+pub fn gcs(root: &Path) -> Server {
+    let dir = TempDir::new("gcs");
+    std::fs::write(
+        dir.path().join(GCS_KEY),
+        r#"{"disable_oauth": true, "client_email": "", "private_key": "", "private_key_id": ""}"#,
+    )
+    .expect("the GCS key file");
+    let port = free_port();
+    let mut command = Command::new(super::venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3"));
+    command
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/gcs_server.py"))
+        .arg(port.to_string())
+        .arg(root);
+    spawn(command, "gcs_server.py", port, dir)
 }
 
 /// nginx serving `root` over HTTP: with WebDAV PROPFIND listing when `dav`, else a

@@ -397,6 +397,7 @@ mod tests {
         let etagged = |etag: &str, modified| Version::ETag {
             etag: etag.into(),
             modified,
+            generation: None,
         };
         let file = |secs, nanos| Version::File {
             secs,

@@ -42,6 +42,8 @@ pub struct Source {
     client: Arc<dyn ObjectStore>,
     origin: String,
     http: bool,
+    /// Whether a conditional update names the object's generation, not its ETag (GCS).
+    generations: bool,
     limit: Semaphore,
     max_requests: usize,
     secrets: Secrets,
@@ -65,6 +67,7 @@ impl Source {
             client,
             origin: origin(url),
             http: matches!(url.scheme(), "http" | "https"),
+            generations: matches!(url.scheme(), "gs" | "gcs"),
             limit: Semaphore::new(cfg.max_requests.max(1)),
             max_requests: cfg.max_requests.max(1),
             secrets: Secrets::gather(cfg),
@@ -80,6 +83,11 @@ impl Source {
     /// Whether the source is a plain web server (which may not list).
     pub fn is_http(&self) -> bool {
         self.http
+    }
+
+    /// Whether a conditional update names the object's generation (GCS), not its ETag.
+    pub fn updates_by_generation(&self) -> bool {
+        self.generations
     }
 
     /// Requests in flight at most, over every store on the source.
@@ -277,6 +285,7 @@ pub(super) fn version_of(meta: &ObjectMeta) -> Version {
         Some(tag) => Version::ETag {
             etag: tag.clone(),
             modified: meta.last_modified.timestamp(),
+            generation: meta.version.clone(),
         },
         None => Version::Object {
             size: meta.size,

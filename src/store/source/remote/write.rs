@@ -1,7 +1,9 @@
-//! Writing object storage (S3, GCS, Azure): one PUT per value, conditional on the ETag
-//! the value was read with (`If-Match`), or on there being none (`If-None-Match: *`),
-//! so a chunk another writer changed in between is never silently overwritten; a
-//! refused condition fails that change with `Error::Conflict`. A delete checks the
+//! Writing object storage (S3, GCS, Azure): one PUT per value, conditional on the
+//! version the value was read with (S3 and Azure: its ETag, `If-Match`; GCS: its
+//! generation, `x-goog-if-generation-match`), or on there being none, so a chunk another
+//! writer changed in between is never silently overwritten; a refused condition fails
+//! that change with `Error::Conflict`. A version the put cannot name (no ETag; on GCS no
+//! generation) is checked by a HEAD just before the put instead. A delete checks the
 //! ETag first (object stores have no conditional delete). Each put and delete stands
 //! alone; web servers (HTTP) take no writes.
 
@@ -15,16 +17,19 @@ use crate::store::source::remote::runtime::block_on;
 use crate::store::write::{Change, Expected, Writer};
 use crate::store::Version;
 
-/// The condition a put makes of what it expects.
-fn mode_of(expected: &Expected) -> PutMode {
+/// The condition a put makes of what it expects, on a store whose updates name the
+/// object's generation (`by_generation`, GCS) or its ETag.
+fn mode_of(expected: &Expected, by_generation: bool) -> PutMode {
     match expected {
         Expected::Absent => PutMode::Create,
-        Expected::At(Version::ETag { etag, .. }) => PutMode::Update(UpdateVersion {
+        Expected::At(Version::ETag {
+            etag, generation, ..
+        }) if !by_generation || generation.is_some() => PutMode::Update(UpdateVersion {
             e_tag: Some(etag.clone()),
-            version: None,
+            version: generation.clone(),
         }),
-        // A version without an ETag cannot be a condition: the put is checked by a
-        // HEAD just before it (see `Source::put`).
+        // A version the store's condition cannot name: the put is checked by a HEAD
+        // just before it (see `Source::put`).
         Expected::At(_) => PutMode::Overwrite,
     }
 }
@@ -39,7 +44,7 @@ impl Source {
         label: &str,
     ) -> Result<()> {
         self.check(path)?;
-        let mode = mode_of(expected);
+        let mode = mode_of(expected, self.updates_by_generation());
         if matches!(mode, PutMode::Overwrite) {
             self.still(path, expected, label)?;
         }
@@ -128,5 +133,39 @@ impl Change for RemoteChange<'_> {
 
     fn finish(self: Box<Self>, _message: &str) -> Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_put_names_the_etag_or_on_gcs_the_generation_else_is_checked_by_a_head() {
+        let read = |generation: Option<&str>| {
+            Expected::At(Version::ETag {
+                etag: "\"e1\"".into(),
+                modified: 7,
+                generation: generation.map(str::to_string),
+            })
+        };
+        let update = |mode: PutMode| match mode {
+            PutMode::Update(v) => Some((v.e_tag, v.version)),
+            _ => None,
+        };
+        let etag = Some("\"e1\"".to_string());
+        assert_eq!(
+            update(mode_of(&read(None), false)),
+            Some((etag.clone(), None))
+        );
+        assert_eq!(
+            update(mode_of(&read(Some("42")), true)),
+            Some((etag, Some("42".into())))
+        );
+        // GCS without a generation, and a version with no ETag: a HEAD checks them.
+        assert!(matches!(mode_of(&read(None), true), PutMode::Overwrite));
+        let file = Expected::At(Version::Object { size: 1, nanos: 2 });
+        assert!(matches!(mode_of(&file, false), PutMode::Overwrite));
+        assert!(matches!(mode_of(&Expected::Absent, true), PutMode::Create));
     }
 }
