@@ -133,6 +133,12 @@ pub struct UnitSlice {
     range: std::ops::Range<usize>,
 }
 
+impl AsRef<[u8]> for UnitSlice {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
 impl UnitSlice {
     pub fn bytes(&self) -> &[u8] {
         match self.chunk.as_ref() {

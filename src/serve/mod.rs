@@ -9,7 +9,8 @@
 //! - [`get`]: `GET`/`HEAD` of files (ranges, validators) and [`listing`] of directories;
 //! - [`dav`]: WebDAV's `OPTIONS` and `PROPFIND` (answered by dav-server over the tree);
 //! - [`path`], [`range`], [`auth`]: what a request says, checked;
-//! - [`tree`]: the core's calls made from async handlers.
+//! - [`tree`]: the core's calls made from async handlers, and [`pieces`]: the buffers
+//!   a file's bytes are read into and sent from.
 
 mod auth;
 mod conn;
@@ -17,6 +18,7 @@ mod dav;
 mod get;
 mod listing;
 mod path;
+mod pieces;
 mod range;
 mod route;
 mod tree;

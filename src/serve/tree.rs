@@ -165,9 +165,10 @@ impl Tree {
     /// before bytes that cannot be read: the next read fails there).
     pub async fn read(&self, file: &OpenFile, offset: u64, size: usize) -> Result<Bytes> {
         let (tx, rx) = oneshot::channel();
+        let buf = super::pieces::buffer(size);
         self.core
-            .read(file.ino, file.fh, offset, size, true, move |result| {
-                let _ = tx.send(result.map(Bytes::copy_from_slice));
+            .read_owned(file.ino, file.fh, offset, size, buf, move |result| {
+                let _ = tx.send(result.map(super::pieces::bytes));
             });
         rx.await.unwrap_or_else(|_| Err(dropped()))
     }

@@ -15,6 +15,7 @@ mod fault;
 mod materialize;
 pub mod mode;
 mod read;
+pub use read::Owned;
 pub mod setup;
 
 use std::fs::File;

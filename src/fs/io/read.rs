@@ -3,7 +3,9 @@
 //! copy, or none, with no store I/O and no decode, so it holds up the front's request
 //! loop only briefly and skips the hand-off to a worker. Every other read goes to the read
 //! workers, a file's reads at most `threads` at a time. Each thread keeps one buffer for
-//! the bytes it answers with: no allocation per read. What a reader is given is copied
+//! the bytes it answers with: no allocation per read. A front that sends the answer on
+//! after the call (HTTP) gives a buffer of its own instead and takes it away with the
+//! bytes ([`Serving::read_owned`]), so they are not copied out again. What a reader is given is copied
 //! into the array's materialized copy on the way out.
 //!
 //! A read that runs into a chunk that cannot be read (corrupt, or its fetch refused or
@@ -23,12 +25,55 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::Serving;
-use crate::fs::{Now, Partial};
+use crate::fs::{Now, Partial, UnitSlice};
 use crate::pool::caught;
 use crate::{Error, Result};
 
 thread_local! {
     static READ_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What one step of a read gave: bytes of a cached unit, in place; the first bytes of
+/// the buffer it was given; nothing yet (a unit must be decoded first: only a step taken
+/// inline); or the error it ended with.
+enum Step {
+    InPlace(UnitSlice),
+    Filled(usize),
+    Later,
+    Failed(Error),
+}
+
+/// An answer a front takes away whole ([`Serving::read_owned`]): bytes of a cached
+/// unit, in place, or the buffer it gave with its first `n` bytes read.
+pub enum Owned {
+    Unit(UnitSlice),
+    Buffer(Vec<u8>, usize),
+}
+
+/// `buf`, grown to at least `size` bytes, cut to `size`.
+fn sized(buf: &mut Vec<u8>, size: usize) -> &mut [u8] {
+    if buf.len() < size {
+        buf.resize(size, 0);
+    }
+    &mut buf[..size]
+}
+
+/// Hand a step's bytes (in `buf` when copied there) to `answer`.
+fn give<A>(step: Step, buf: &[u8], answer: A)
+where
+    A: for<'a> FnOnce(Result<&'a [u8]>),
+{
+    match step {
+        Step::InPlace(slice) => answer(Ok(slice.bytes())),
+        Step::Filled(n) => answer(Ok(&buf[..n])),
+        Step::Failed(e) => answer(Err(e)),
+        Step::Later => answer(Err(later())),
+    }
+}
+
+/// A step that should have read and did not (a worker's step always reads).
+fn later() -> Error {
+    Error::Internal("a read was left for later on a read worker".into())
 }
 
 impl<Id: Send + Sync + 'static> Serving<Id> {
@@ -50,32 +95,13 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
     ) where
         A: for<'a> FnOnce(Result<&'a [u8]>) + Send + 'static,
     {
-        let faults = self.faults;
         let inline = caught("read", || {
             READ_BUFFER.with_borrow_mut(|buf| {
-                faults.inline_read(offset);
-                buf.resize(buf.len().max(size), 0);
-                let buf = &mut buf[..size];
-                // Bytes already in the array's copy are not decoded again.
-                if let Some(n) = self.copies.read_copy(ino, offset, buf) {
-                    answer(Ok(&buf[..n]));
-                    return None;
-                }
-                match self.fs.read_now(fh, offset, buf) {
-                    Ok(Now::InPlace(slice)) => {
-                        self.served(ino, fh, offset, slice.bytes());
-                        answer(Ok(slice.bytes()));
-                        None
-                    }
-                    Ok(Now::Copied(n)) => {
-                        self.served(ino, fh, offset, &buf[..n]);
-                        answer(Ok(&buf[..n]));
-                        None
-                    }
-                    Ok(Now::Later) => Some(answer),
-                    Err(e) => {
-                        self.failed(ino, &e);
-                        answer(Err(e));
+                let buf = sized(buf, size);
+                match self.inline_step(ino, fh, offset, buf) {
+                    Step::Later => Some(answer),
+                    step => {
+                        give(step, buf, answer);
                         None
                     }
                 }
@@ -86,43 +112,113 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
         };
         let me = self.clone();
         self.reads.run(ino, move || {
-            // A range inside one cached unit goes out as it is, without a copy.
-            match me.fs.read_in_place(fh, offset, size) {
-                Ok(Some(slice)) => {
-                    me.served(ino, fh, offset, slice.bytes());
-                    return answer(Ok(slice.bytes()));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    me.failed(ino, &e);
-                    return answer(Err(e));
-                }
-            }
             READ_BUFFER.with_borrow_mut(|buf| {
-                buf.resize(buf.len().max(size), 0);
-                let buf = &mut buf[..size];
-                match me.fs.read_into(fh, offset, buf) {
-                    Ok(n) => {
-                        me.served(ino, fh, offset, &buf[..n]);
-                        answer(Ok(&buf[..n]))
-                    }
-                    Err(Partial { read, error }) => {
-                        me.failed(ino, &error);
-                        if direct && read > 0 {
-                            // The reader's next read starts in the bad bytes and fails
-                            // (and is logged) there.
-                            log::debug!(
-                                "read of inode {ino}: {read} bytes at {offset}, then {error}"
-                            );
-                            me.served(ino, fh, offset, &buf[..read]);
-                            answer(Ok(&buf[..read]))
-                        } else {
-                            answer(Err(error))
-                        }
-                    }
-                }
+                let buf = sized(buf, size);
+                let step = me.worker_step(ino, fh, offset, buf, direct);
+                give(step, buf, answer)
             })
         });
+    }
+
+    /// The same read as [`Serving::read`] (direct), for a front that sends the answer on
+    /// after this call returns: bytes copied go into `buf` (grown to `size` when shorter)
+    /// and it is handed to `answer` with them, so they are copied once, and bytes of one
+    /// cached unit go as they are, not copied at all.
+    pub fn read_owned<A>(
+        self: &Arc<Self>,
+        ino: u64,
+        fh: u64,
+        offset: u64,
+        size: usize,
+        buf: Vec<u8>,
+        answer: A,
+    ) where
+        A: FnOnce(Result<Owned>) + Send + 'static,
+    {
+        let owned = |step: Step, buf: Vec<u8>| match step {
+            Step::InPlace(slice) => Ok(Owned::Unit(slice)),
+            Step::Filled(n) => Ok(Owned::Buffer(buf, n)),
+            Step::Failed(e) => Err(e),
+            Step::Later => Err(later()),
+        };
+        let inline = caught("read", move || {
+            let mut buf = buf;
+            match self.inline_step(ino, fh, offset, sized(&mut buf, size)) {
+                Step::Later => Some((answer, buf)),
+                step => {
+                    answer(owned(step, buf));
+                    None
+                }
+            }
+        });
+        let Some(Some((answer, mut buf))) = inline else {
+            return;
+        };
+        let me = self.clone();
+        self.reads.run(ino, move || {
+            let step = me.worker_step(ino, fh, offset, sized(&mut buf, size), true);
+            answer(owned(step, buf))
+        });
+    }
+
+    /// A read answered from what is in memory alone (the array's materialized copy, or
+    /// decoded units): no store I/O and no decode, so a front's request thread may take
+    /// it.
+    fn inline_step(&self, ino: u64, fh: u64, offset: u64, buf: &mut [u8]) -> Step {
+        self.faults.inline_read(offset);
+        // Bytes already in the array's copy are not decoded again.
+        if let Some(n) = self.copies.read_copy(ino, offset, buf) {
+            return Step::Filled(n);
+        }
+        match self.fs.read_now(fh, offset, buf) {
+            Ok(Now::InPlace(slice)) => {
+                self.served(ino, fh, offset, slice.bytes());
+                Step::InPlace(slice)
+            }
+            Ok(Now::Copied(n)) => {
+                self.served(ino, fh, offset, &buf[..n]);
+                Step::Filled(n)
+            }
+            Ok(Now::Later) => Step::Later,
+            Err(e) => {
+                self.failed(ino, &e);
+                Step::Failed(e)
+            }
+        }
+    }
+
+    /// A read on a read worker, with whatever store I/O and decodes it needs.
+    fn worker_step(&self, ino: u64, fh: u64, offset: u64, buf: &mut [u8], direct: bool) -> Step {
+        // A range inside one cached unit goes out as it is, without a copy.
+        match self.fs.read_in_place(fh, offset, buf.len()) {
+            Ok(Some(slice)) => {
+                self.served(ino, fh, offset, slice.bytes());
+                return Step::InPlace(slice);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.failed(ino, &e);
+                return Step::Failed(e);
+            }
+        }
+        match self.fs.read_into(fh, offset, buf) {
+            Ok(n) => {
+                self.served(ino, fh, offset, &buf[..n]);
+                Step::Filled(n)
+            }
+            Err(Partial { read, error }) => {
+                self.failed(ino, &error);
+                if direct && read > 0 {
+                    // The reader's next read starts in the bad bytes and fails (and is
+                    // logged) there.
+                    log::debug!("read of inode {ino}: {read} bytes at {offset}, then {error}");
+                    self.served(ino, fh, offset, &buf[..read]);
+                    Step::Filled(read)
+                } else {
+                    Step::Failed(error)
+                }
+            }
+        }
     }
 
     /// A read of `ino` failed with `error`: when its bytes are bad (not a handle that
