@@ -1227,26 +1227,28 @@ impl Bucket {
     }
 }
 
-#[test]
-fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writers_chunk_is_kept() {
-    let tmp = TempDir::new("write-s3");
+/// [`conditional_puts`] on a server whose buckets are the folders of `buckets/` (the v3
+/// fixture store copied into `bkt/v3`), started by `start`.
+fn conditional_puts_in_a_folder(name: &str, start: impl FnOnce(&Path) -> Bucket) {
+    let tmp = TempDir::new(name);
     let root = tmp.path().join("buckets");
     let store = root.join("bkt/v3");
     copy_dir(&Manifest::load().store_dir("v3"), &store);
-    let server = common::servers::s3s_fs(&root, Some(s3_credentials()));
-    conditional_puts(Bucket::S3(server), &store, tmp.path());
+    conditional_puts(start(&root), &store, tmp.path());
+}
+
+#[test]
+fn writes_to_s3_are_conditional_puts_read_back_by_zarr_python_and_another_writers_chunk_is_kept() {
+    conditional_puts_in_a_folder("write-s3", |root| {
+        Bucket::S3(common::servers::s3s_fs(root, Some(s3_credentials())))
+    });
 }
 
 /// On GCS a put names the generation it read, the condition GCS takes
 /// (`x-goog-if-generation-match`).
 #[test]
 fn writes_to_gcs_are_conditional_puts_read_back_by_zarr_python_and_another_writers_chunk_is_kept() {
-    let tmp = TempDir::new("write-gcs");
-    let root = tmp.path().join("buckets");
-    let store = root.join("bkt/v3");
-    copy_dir(&Manifest::load().store_dir("v3"), &store);
-    let server = common::servers::gcs(&root);
-    conditional_puts(Bucket::Gcs(server), &store, tmp.path());
+    conditional_puts_in_a_folder("write-gcs", |root| Bucket::Gcs(common::servers::gcs(root)));
 }
 
 #[test]

@@ -204,7 +204,9 @@ pub fn mount(cfg: MountConfig) -> Result<()> {
     let device = Arc::new(std::sync::OnceLock::<OwnedFd>::new());
     let end_device = device.clone();
     let end_mountpoint = mountpoint.clone();
-    let serving = Serving::new(fs, threads, cfg.io, materialize);
+    // Only direct-IO reads reach the daemon again on a re-read (the page cache answers
+    // the others).
+    let serving = Serving::new(fs, threads, cfg.io, materialize, cfg.io == IoMode::Direct);
     let kernel = Invalidator::new();
     let adapter = FuseAdapter::new(serving, kernel.clone()).on_end(move || {
         // Once the session ends, fuser (0.18) unmounts the mountpoint path even when the

@@ -90,14 +90,13 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
     let (fs, threads) = setup::build(hierarchy, cfg.fs, &cfg.store, cfg.threads, refresh);
     // No copies: nothing hands them to a kernel, and reads of decoded bytes are served
     // from the decoded cache.
-    let core = Serving::new(fs, threads, cfg.io, 0);
     // A chunk whose every byte went to a client leaves the decoded cache, as on a mount
     // whose kernel keeps what it read: HTTP clients keep what they fetched (by its
     // `ETag`; davfs2, rclone and Windows' WebDAV client in a file cache of their own),
     // and a file downloaded whole is not held twice (nor paid for in fresh memory, a
     // page fault per page, while the cache fills). Chunks read in part (tiles, ranges)
     // stay.
-    core.fs().keep_read_arrays(false);
+    let core = Serving::new(fs, threads, cfg.io, 0, false);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(std::thread::available_parallelism().map_or(2, usize::from))
         .thread_name("http")

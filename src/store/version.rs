@@ -105,13 +105,14 @@ impl fmt::Display for Version {
             Version::ETag {
                 etag,
                 modified,
-                generation: None,
-            } => write!(f, "etag:{etag} modified:{modified}"),
-            Version::ETag {
-                etag,
-                modified,
-                generation: Some(g),
-            } => write!(f, "etag:{etag} modified:{modified} generation:{g}"),
+                generation,
+            } => {
+                write!(f, "etag:{etag} modified:{modified}")?;
+                match generation {
+                    Some(g) => write!(f, " generation:{g}"),
+                    None => Ok(()),
+                }
+            }
             Version::Object { size, nanos } => write!(f, "size:{size}:{nanos}"),
             Version::Generation(n) => write!(f, "insert:{n}"),
             Version::Snapshot(id) => write!(f, "snapshot:{id}"),

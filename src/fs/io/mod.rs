@@ -70,13 +70,20 @@ pub struct Serving<Id> {
 impl<Id: Send + Sync + 'static> Serving<Id> {
     /// A core whose reads run on `threads` workers per file (plus spares), its opens read
     /// as `io` says. `materialize`: the budget of files served by the kernel (0: off).
-    pub fn new(fs: Arc<ZarrFs>, threads: usize, io: IoMode, materialize: u64) -> Arc<Self> {
-        // Only direct-IO reads reach the daemon again on a re-read (the page cache
-        // answers the others): with no copies to serve them, their chunks stay.
+    /// `rereads`: whether a reader asks the core again for bytes it read (the kernel's
+    /// direct IO does; its page cache, and HTTP clients that keep what they fetched, do
+    /// not): then, with no copies to serve them, the chunks of arrays read whole stay.
+    pub fn new(
+        fs: Arc<ZarrFs>,
+        threads: usize,
+        io: IoMode,
+        materialize: u64,
+        rereads: bool,
+    ) -> Arc<Self> {
         // A copy is of one inode, and an inode of one reading of its array (a reading
         // after a change is another inode; a number goes to another reading only once
         // its copy is let go): copies are good under a refresh interval too.
-        let copies = Materializer::new(fs.clone(), materialize, io == IoMode::Direct);
+        let copies = Materializer::new(fs.clone(), materialize, rereads);
         let keeper: Arc<dyn PerInode> = copies.clone();
         fs.keep_per_inode(Arc::downgrade(&keeper));
         Arc::new(Serving {
@@ -317,7 +324,7 @@ mod tests {
         crate::hierarchy::demo::v3_array(&dir, "a", doc, &data).unwrap();
         std::fs::write(dir.join("a/c/1"), [1u8, 2, 3]).unwrap();
         let fs = crate::fs::tests::fs_over(&dir, Order::C, false);
-        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Cache, 0);
+        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Cache, 0, false);
         let no_backing = |_: &File| -> io::Result<()> { unreachable!("nothing is materialized") };
         let a = s.fs().lookup(ROOT, "a").unwrap().ino;
         let Opening::Daemon { fh, io } = s.open(a, no_backing).unwrap() else {
@@ -345,7 +352,7 @@ mod tests {
     #[test]
     fn opens_get_the_io_decision_and_reads_answer_what_the_filesystem_reads() {
         let (dir, fs) = crate::fs::tests::demo_fs(Order::C, false);
-        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Auto, 0);
+        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Auto, 0, false);
         assert!(!s.materializes());
         let no_backing = |_: &File| -> io::Result<()> { unreachable!("nothing is materialized") };
         let temperature = s.fs().lookup(ROOT, "temperature").unwrap().ino;
@@ -401,7 +408,7 @@ mod tests {
         // Every look reads the store again.
         let refresh = Some(std::time::Duration::ZERO);
         let (dir, fs) = crate::fs::tests::demo_refreshing(refresh);
-        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Direct, 64 << 20);
+        let s = Serving::<()>::new(Arc::new(fs), 1, IoMode::Direct, 64 << 20, true);
         let ino = s.fs().lookup(ROOT, "temperature").unwrap().ino;
         read_through(&s, ino);
         let Opening::Passthrough { fh, .. } = s.open(ino, |_| Ok(())).unwrap() else {

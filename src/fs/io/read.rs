@@ -5,8 +5,8 @@
 //! workers, a file's reads at most `threads` at a time. Each thread keeps one buffer for
 //! the bytes it answers with: no allocation per read. A front that sends the answer on
 //! after the call (HTTP) gives a buffer of its own instead and takes it away with the
-//! bytes ([`Serving::read_owned`]), so they are not copied out again. What a reader is given is copied
-//! into the array's materialized copy on the way out.
+//! bytes ([`Serving::read_owned`]), so they are not copied out again. What a reader is
+//! given is copied into the array's materialized copy on the way out.
 //!
 //! A read that runs into a chunk that cannot be read (corrupt, or its fetch refused or
 //! failed) fails only as far as it must. Where the front hands the answer to the reader
@@ -33,13 +33,11 @@ thread_local! {
     static READ_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// What one step of a read gave: bytes of a cached unit, in place; the first bytes of
-/// the buffer it was given; nothing yet (a unit must be decoded first: only a step taken
-/// inline); or the error it ended with.
+/// What a read gave: bytes of a cached unit, in place; the first bytes of the buffer it
+/// was given; or the error it ended with.
 enum Step {
     InPlace(UnitSlice),
     Filled(usize),
-    Later,
     Failed(Error),
 }
 
@@ -67,13 +65,7 @@ where
         Step::InPlace(slice) => answer(Ok(slice.bytes())),
         Step::Filled(n) => answer(Ok(&buf[..n])),
         Step::Failed(e) => answer(Err(e)),
-        Step::Later => answer(Err(later())),
     }
-}
-
-/// A step that should have read and did not (a worker's step always reads).
-fn later() -> Error {
-    Error::Internal("a read was left for later on a read worker".into())
 }
 
 impl<Id: Send + Sync + 'static> Serving<Id> {
@@ -99,8 +91,8 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
             READ_BUFFER.with_borrow_mut(|buf| {
                 let buf = sized(buf, size);
                 match self.inline_step(ino, fh, offset, buf) {
-                    Step::Later => Some(answer),
-                    step => {
+                    None => Some(answer),
+                    Some(step) => {
                         give(step, buf, answer);
                         None
                     }
@@ -139,13 +131,12 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
             Step::InPlace(slice) => Ok(Owned::Unit(slice)),
             Step::Filled(n) => Ok(Owned::Buffer(buf, n)),
             Step::Failed(e) => Err(e),
-            Step::Later => Err(later()),
         };
         let inline = caught("read", move || {
             let mut buf = buf;
             match self.inline_step(ino, fh, offset, sized(&mut buf, size)) {
-                Step::Later => Some((answer, buf)),
-                step => {
+                None => Some((answer, buf)),
+                Some(step) => {
                     answer(owned(step, buf));
                     None
                 }
@@ -163,14 +154,14 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
 
     /// A read answered from what is in memory alone (the array's materialized copy, or
     /// decoded units): no store I/O and no decode, so a front's request thread may take
-    /// it.
-    fn inline_step(&self, ino: u64, fh: u64, offset: u64, buf: &mut [u8]) -> Step {
+    /// it. `None`: a unit it needs is not decoded yet (a worker reads it).
+    fn inline_step(&self, ino: u64, fh: u64, offset: u64, buf: &mut [u8]) -> Option<Step> {
         self.faults.inline_read(offset);
         // Bytes already in the array's copy are not decoded again.
         if let Some(n) = self.copies.read_copy(ino, offset, buf) {
-            return Step::Filled(n);
+            return Some(Step::Filled(n));
         }
-        match self.fs.read_now(fh, offset, buf) {
+        Some(match self.fs.read_now(fh, offset, buf) {
             Ok(Now::InPlace(slice)) => {
                 self.served(ino, fh, offset, slice.bytes());
                 Step::InPlace(slice)
@@ -179,12 +170,12 @@ impl<Id: Send + Sync + 'static> Serving<Id> {
                 self.served(ino, fh, offset, &buf[..n]);
                 Step::Filled(n)
             }
-            Ok(Now::Later) => Step::Later,
+            Ok(Now::Later) => return None,
             Err(e) => {
                 self.failed(ino, &e);
                 Step::Failed(e)
             }
-        }
+        })
     }
 
     /// A read on a read worker, with whatever store I/O and decodes it needs.
