@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Build the pip wheel of zarrfs (maturin, bindings = "bin": the wheel installs the
-# `zarrfs` command) into target/wheels. maturin comes from PyPI into target/venv-wheel,
-# installed once. Usage: bash scripts/build-wheel.sh
+# `zarrfs` command) into target/wheels. maturin comes from PyPI into the test cache's
+# venv-wheel (scripts/test_cache.sh), linked at target/venv-wheel.
+# Usage: bash scripts/build-wheel.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/test_cache.sh
+. scripts/test_cache.sh
 
-venv=target/venv-wheel
+python="${PYTHON:-python3}"
 requirement='maturin>=1.5,<2'
-stamp="$venv/.requirements-stamp"
-if ! [[ -x "$venv/bin/maturin" && -f "$stamp" && "$(cat "$stamp")" == "$requirement" ]]; then
-    echo "build-wheel: installing $requirement into $venv"
-    rm -rf "$venv"
-    "${PYTHON:-python3}" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$requirement"
-    printf '%s' "$requirement" >"$stamp"
-fi
-# The release profile, as cargo build --release: the same build cache.
+build_maturin() {
+    "$python" -m venv "$1"
+    "$1/bin/python" -m pip install --quiet --disable-pip-version-check --retries 10 "$requirement"
+}
+cache_link venv "venv-wheel-$(cache_key "$requirement" "$("$python" -VV)")" target/venv-wheel build_maturin
+# The release profile and target folder of cargo build --release: zarrfs is compiled once
+# for the tests and the wheel, maturin only links the stripped binary again.
 rm -f target/wheels/zarrfs-*.whl
-"$venv/bin/maturin" build --release --out target/wheels
+target/venv-wheel/bin/maturin build --release --out target/wheels
 ls -l target/wheels/zarrfs-*.whl

@@ -1,6 +1,6 @@
 """Check the georeferenced views of a zarrfs mount against GDAL's own Zarr driver.
 
-Usage (tests/geo.rs runs it):
+Usage (tests/it/geo.rs runs it):
 
     check_geo.py expect MANIFEST OUTDIR
         with target/venv-geo/bin/python (rasterio's GDAL, zarr-python 3): for every

@@ -1,4 +1,4 @@
-"""Check the Kubernetes manifests in deploy/kubernetes (tests/deploy.rs runs this).
+"""Check the Kubernetes manifests in deploy/kubernetes (tests/it/deploy.rs runs this).
 
 1. Every document of every manifest validates strictly (unknown fields refused) against
    the schemas kubernetes-validate ships, for Kubernetes 1.29 and its latest.

@@ -5,7 +5,7 @@ elements against the sha256 zarr-python's read-back gave (the fixture manifest),
 on the kernel's running event loop while the mount is up, serves the store and fetches
 the array by URL from an executor, has a failed mount raise the command's message in
 plain text, then unmounts. Runs in a venv holding nbclient,
-nbformat, ipykernel, numpy and the zarrfs wheel (tests/python_api.rs).
+nbformat, ipykernel, numpy and the zarrfs wheel (tests/it/python_api.rs).
 
 Usage: python check_notebook.py FIXTURES
 Prints `notebook ok DIGEST`; exits non-zero when a cell fails or the output is wrong.

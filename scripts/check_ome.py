@@ -1,5 +1,5 @@
 """Read the OME-TIFF views of the OME-Zarr fixtures with tifffile and compare them with
-ome-zarr-py's read of the stores (tests/ome.rs).
+ome-zarr-py's read of the stores (tests/it/ome.rs).
 
 Usage:
   check_ome.py check MANIFEST --mount STORE=MOUNTPOINT...

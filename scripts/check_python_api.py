@@ -1,6 +1,6 @@
 """Check the Python API of the wheel (`import zarrfs`) against the fixtures.
 
-Runs in a fresh venv holding only the zarrfs wheel and numpy (tests/python_api.rs makes
+Runs in a fresh venv holding only the zarrfs wheel and numpy (tests/it/python_api.rs makes
 it), as root or as a normal user (then mounts go through fusermount3). The expectations
 are the fixture manifest's: shapes, chunks and the sha256 of every array's elements as
 zarr-python read them back (scripts/make_fixtures.py).
@@ -32,7 +32,7 @@ FIXTURES = pathlib.Path(sys.argv[1])
 BINARY = sys.argv[2]
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
 STORES = ("v3", "v2")
-# Arrays written with a codec zarrfs does not implement (as in tests/library.rs): the
+# Arrays written with a codec zarrfs does not implement (as in tests/it/library.rs): the
 # memmap of each fails with the reason.
 UNSUPPORTED = {("v3", "codecs/numcodecs_jenkins_lookup3")}
 

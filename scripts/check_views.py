@@ -1,6 +1,6 @@
 """Read every file view of a zarrfs mount with each format's own reader; compare with zarr-python.
 
-Usage (tests/views.rs runs it; run the `check` and `bigtiff` commands with
+Usage (tests/it/views.rs runs it; run the `check` and `bigtiff` commands with
 target/venv-views/bin/python, which has GDAL's osgeo, numpy, tifffile, SimpleITK and
 pynrrd, and `make-bigtiff` with target/venv-zarr3/bin/python, which has zarr-python):
 

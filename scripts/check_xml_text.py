@@ -1,4 +1,4 @@
-"""XML views of user text that XML 1.0 cannot hold as it is (tests/views.rs).
+"""XML views of user text that XML 1.0 cannot hold as it is (tests/it/views.rs).
 
 Usage:
 

@@ -9,7 +9,8 @@
 #                    packages (once, see `base`), the binary compiled on this machine
 #                    (target/release/zarrfs, built if missing) and its fusermount3
 #   base             only that base image, localhost/zarrfs-base:SUITE; the root file
-#                    system is kept in target/container/base-SUITE.tar
+#                    system is kept in target/container/base-SUITE.tar (or
+#                    $ZARRFS_CONTAINER_BASE_DIR)
 #   run ARGS...      `ENGINE run` with the options this machine needs, then ARGS
 #   argv SUBCOMMAND  that command line (engine, its options, SUBCOMMAND and, for run and
 #                    build, their options), one word a line, for other programs to run
@@ -43,6 +44,9 @@ mirror="${ZARRFS_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 image="${ZARRFS_IMAGE:-localhost/zarrfs:latest}"
 local_base="localhost/zarrfs-base:$suite"
 cache=target/container
+# Where the base's root file system is kept: the test cache's entry when scripts/test.sh
+# names one, else beside the build context.
+base_dir="${ZARRFS_CONTAINER_BASE_DIR:-$cache}"
 
 say() { echo "container.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -158,10 +162,10 @@ make_base() {
     if engine_run image inspect "$local_base" >/dev/null 2>&1; then
         return
     fi
-    local tar="$cache/base-$suite.tar"
+    local tar="$base_dir/base-$suite.tar"
     if ! [ -f "$tar" ]; then
         say "making the base from Debian's $suite packages with mmdebstrap into $tar"
-        mkdir -p "$cache"
+        mkdir -p "$base_dir"
         local sources=("deb $mirror $suite main" "deb $mirror $suite-updates main")
         if [[ $mirror == */debian ]]; then
             sources+=("deb ${mirror%/debian}/debian-security $suite-security main")
@@ -173,8 +177,8 @@ make_base() {
             --dpkgopt='path-include=/usr/share/doc/*/copyright' \
             --dpkgopt='path-exclude=/usr/share/locale/*' \
             --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-            "$suite" "$tar.part" "${sources[@]}"
-        mv "$tar.part" "$tar"
+            "$suite" "$tar.part.$$" "${sources[@]}"
+        mv "$tar.part.$$" "$tar"
     fi
     say "importing $tar as $local_base"
     engine_run import \

@@ -7,9 +7,15 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 work="${1:-/tmp/zarrfs-demo}"
 
-if ! command -v fusermount3 >/dev/null; then
-    echo "demo: installing fuse3 (needs root)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3
+# What the demo and its suggestions use: fusermount3 (fuse3), getfattr (attr), hexdump
+# (bsdextrautils).
+missing=()
+command -v fusermount3 >/dev/null || missing+=(fuse3)
+command -v getfattr >/dev/null || missing+=(attr)
+command -v hexdump >/dev/null || missing+=(bsdextrautils)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "demo: installing ${missing[*]} (needs root)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 if [ -z "${ZARRFS_BIN:-}" ]; then
     cargo build --release --quiet

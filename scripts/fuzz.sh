@@ -2,10 +2,13 @@
 # Fuzz zarrfs with AFL++ through cargo-afl (stable Rust).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
+#   scripts/fuzz.sh --build        only build the targets (scripts/test.sh builds them
+#                                  with the rest, before its tests)
 #
 # Runs each TARGET (default: all of metadata, codec_chain, sharding, view) for SECONDS
-# (default 60) under afl-fuzz, one after the other, niced. On first use it installs
-# cargo-afl and builds AFL++ from source under target/tools. It builds the targets into
+# (default 60) under afl-fuzz, one after the other, niced. cargo-afl and AFL++ (built
+# from source) come from the test cache (scripts/test_cache.sh), keyed by cargo-afl's
+# version and the toolchain; target/tools/afl links to them. It builds the targets into
 # target/fuzz and writes seed corpora into target/fuzz-seeds from target/fixtures and
 # target/hostile (scripts/test.sh writes both). Each run starts from the seeds plus the
 # corpus the previous run of the target left in target/fuzz-out/TARGET, so long fuzzing
@@ -20,6 +23,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
+build_only=
+if [ "${1:-}" = --build ]; then build_only=1; shift; fi
 seconds=${1:-60}
 if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
     echo "usage: scripts/fuzz.sh [SECONDS] [TARGET...]" >&2
@@ -51,28 +56,25 @@ mkdir -p target
 exec 9>target/fuzz.lock
 flock 9
 
+# cargo-afl, pinned to the afl crate of fuzz/Cargo.lock, and AFL++ itself (afl-fuzz and
+# the LLVM runtime), built from source for this rustc.
 afl_version=0.18.2
-tools=$root/target/tools
+# shellcheck source=scripts/test_cache.sh
+. scripts/test_cache.sh
+build_afl() {
+    cargo install cargo-afl --locked --version "$afl_version" --root "$1"
+    PATH="$1/bin:$PATH" XDG_DATA_HOME="$1/afl-data" cargo afl config --build
+}
+cache_link afl "$(cache_key "$afl_version" "$(rustc -vV)")" target/tools/afl build_afl
+tools=$root/target/tools/afl
 export PATH="$tools/bin:$PATH"
 export XDG_DATA_HOME="$tools/afl-data"
 export CARGO_TARGET_DIR="$root/target/fuzz"
 
-# cargo-afl, pinned to the afl crate of fuzz/Cargo.lock.
-if ! cargo afl --version 2>/dev/null | grep -q "$afl_version"; then
-    echo "fuzz.sh: installing cargo-afl $afl_version into $tools"
-    cargo install cargo-afl --locked --version "$afl_version" --root "$tools"
-fi
-# AFL++ itself (afl-fuzz and the LLVM runtime), built from source for this rustc.
-if ! out=$(cargo afl config --build 2>&1); then
-    if ! grep -q 'already built' <<<"$out"; then
-        echo "$out" >&2
-        exit 1
-    fi
-fi
-
 echo "fuzz.sh: building the fuzz targets"
 (cd fuzz && nice -n 10 cargo afl build --release)
 bin=$CARGO_TARGET_DIR/release
+[ -z "$build_only" ] || exit 0
 
 # Seeds: the writers' fixtures, and the bad-input corpus when it was written.
 [ -d target/fixtures ] || { echo "fuzz.sh: target/fixtures is missing: run scripts/test.sh first" >&2; exit 1; }

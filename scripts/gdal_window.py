@@ -1,4 +1,4 @@
-"""One window of a tiled `.tif` view read by GDAL by URL (tests/serve.rs): the store is
+"""One window of a tiled `.tif` view read by GDAL by URL (tests/it/serve.rs): the store is
 written by zarr-python 3, the window read by GDAL's `/vsicurl/` and compared with
 zarr-python's read-back of it.
 

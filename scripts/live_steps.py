@@ -1,4 +1,4 @@
-"""Change a Zarr store one step at a time, as a test says (tests/refresh.rs).
+"""Change a Zarr store one step at a time, as a test says (tests/it/refresh.rs).
 
     live_steps.py STORE FORMAT [consolidated]
 

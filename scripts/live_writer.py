@@ -1,4 +1,4 @@
-"""Change a Zarr store while a zarrfs mount reads it (tests/refresh.rs).
+"""Change a Zarr store while a zarrfs mount reads it (tests/it/refresh.rs).
 
     live_writer.py STORE FORMAT STEPS PAUSE LOG GO
 

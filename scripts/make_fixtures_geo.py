@@ -1,4 +1,4 @@
-"""Write the georeferenced fixture stores of tests/geo.rs with the tools people use.
+"""Write the georeferenced fixture stores of tests/it/geo.rs with the tools people use.
 
 Usage: target/venv-geo/bin/python scripts/make_fixtures_geo.py OUTDIR
 

@@ -1,4 +1,4 @@
-"""Write the OME-Zarr fixture images of tests/ome.rs with ome-zarr-py.
+"""Write the OME-Zarr fixture images of tests/it/ome.rs with ome-zarr-py.
 
 Usage: target/venv-ome/bin/python scripts/make_fixtures_ome.py OUTDIR
 

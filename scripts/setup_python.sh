@@ -28,15 +28,16 @@
 #                      and 0.5 from scikit-image's sample images; tifffile reads
 #                      the OME-TIFF views
 #   target/venv-notebook  a Jupyter kernel run by nbclient (scripts/check_notebook.py);
-#                      tests/python_api.rs installs the zarrfs wheel into it, and
+#                      tests/it/python_api.rs installs the zarrfs wheel into it, and
 #                      checks the package's types with its mypy
 #   target/venv-deploy kubernetes-validate: the manifests of deploy/kubernetes checked
 #                      against Kubernetes' schemas (scripts/check_manifests.py)
-#   target/wheelhouse  numpy's wheel, from which tests/python_api.rs makes its fresh
+#   target/wheelhouse  numpy's wheel, from which tests/it/python_api.rs makes its fresh
 #                      venv of the zarrfs wheel and numpy alone, offline
 #
-# Idempotent: each venv keeps a stamp file holding its requirement list, and
-# pip runs only when the stamp is missing or differs from the list below.
+# Idempotent: each venv is an entry of the test cache (scripts/test_cache.sh) keyed by
+# its requirement list and its Python; target/NAME links to it, and pip runs only for a
+# key the machine has not seen.
 # Usage: bash scripts/setup_python.sh   (from anywhere; paths are repo-relative)
 set -euo pipefail
 
@@ -114,26 +115,33 @@ views_requirements='tifffile
 SimpleITK
 pynrrd'
 
-# make_venv NAME REQUIREMENTS [PYTHON VENV_FLAGS...]: create target/NAME (with PYTHON,
-# default $python, and VENV_FLAGS) and install REQUIREMENTS once.
+# shellcheck source=scripts/test_cache.sh
+. "$repo_root/scripts/test_cache.sh"
+
+# build_venv PYTHON REQUIREMENTS FLAGS... DIR: a venv at DIR (with PYTHON and FLAGS) with
+# REQUIREMENTS installed; pip retries what the network drops.
+build_venv() {
+    local base=$1 requirements=$2
+    local args=("${@:3}")
+    local dir="${args[-1]}"
+    unset 'args[-1]'
+    "$base" -m venv ${args[@]+"${args[@]}"} "$dir"
+    printf '%s\n' "$requirements" >"$dir/requirements.txt"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --retries 10 --upgrade pip
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --retries 10 -r "$dir/requirements.txt"
+}
+
+# make_venv NAME REQUIREMENTS [PYTHON VENV_FLAGS...]: target/NAME, a link to the test
+# cache's venv of those requirements (made with PYTHON, default $python, and VENV_FLAGS).
 make_venv() {
     local name="$1" requirements="$2"
     local base="${3:-$python}"
     local flags=("${@:4}")
-    local venv="$target_dir/$name"
-    local stamp="$venv/.requirements-stamp"
-    if [[ -f "$stamp" && -x "$venv/bin/python" ]] && [[ "$(cat "$stamp")" == "$requirements" ]]; then
-        echo "setup_python: $name up to date"
-        return 0
-    fi
-    echo "setup_python: creating $name"
-    rm -rf "$venv"
-    "$base" -m venv ${flags[@]+"${flags[@]}"} "$venv"
-    local reqfile="$venv/requirements.txt"
-    printf '%s\n' "$requirements" >"$reqfile"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$reqfile"
-    printf '%s' "$requirements" >"$stamp"
+    local key
+    key=$(cache_key "$requirements" "$("$base" -VV)" "$(command -v "$base")" ${flags[@]+"${flags[@]}"})
+    cache_link venv "$name-$key" "$target_dir/$name" \
+        build_venv "$base" "$requirements" ${flags[@]+"${flags[@]}"}
+    echo "setup_python: $name ready"
 }
 
 mkdir -p "$target_dir"
@@ -145,12 +153,13 @@ make_venv venv-geo "$geo_requirements"
 make_venv venv-ome "$ome_requirements"
 make_venv venv-notebook "$notebook_requirements"
 make_venv venv-deploy "$deploy_requirements"
-# numpy's wheel for this Python, kept for the offline venvs of tests/python_api.rs.
-if ! compgen -G "$target_dir/wheelhouse/numpy-*.whl" >/dev/null; then
-    echo "setup_python: downloading numpy's wheel into wheelhouse"
+# numpy's wheel for this Python, kept for the offline venvs of tests/it/python_api.rs.
+download_numpy() {
     "$target_dir/venv-notebook/bin/python" -m pip download --quiet --disable-pip-version-check \
-        --only-binary=:all: --dest "$target_dir/wheelhouse" numpy
-fi
+        --retries 10 --only-binary=:all: --dest "$1" numpy
+}
+cache_link wheelhouse "numpy-$(cache_key "$notebook_requirements" "$("$python" -VV)")" \
+    "$target_dir/wheelhouse" download_numpy
 # A Python 3.12 or later for venv-icechunk: $PYTHON312, one on PATH, or pyenv's.
 python312() {
     local p

@@ -1,0 +1,163 @@
+# The test run's machine-wide cache (sourced by scripts/test.sh and the scripts it calls).
+#
+# What the tests need and a clone does not hold (Python venvs, fixtures, test servers,
+# cargo-afl, zarrs' reader, the container base, the cargo build) is kept under one folder,
+# $ZARRFS_TEST_CACHE (default /var/cache/zarrfs-test), shared by every clone on the
+# machine and keyed by what makes each entry: the usual CI practice of a cache keyed by
+# the lock file and the scripts that fill it (a cargo cache keyed by Cargo.lock), kept on
+# the machine instead of uploaded. A clone's target/NAME is a symbolic link to its entry.
+#
+# An entry KIND/KEY is built by one process at a time (a lock file beside it) into a
+# folder of its own, KIND/KEY.PID, and becomes KEY by renaming a symbolic link onto
+# KIND/KEY: a killed run leaves no half entry (its folder is removed by the next run, its
+# process being gone), and a run beside it waits for the entry instead of building it
+# twice. The folder keeps its first name because some entries hold their own absolute
+# paths (venv scripts, reference sets and Icechunk repositories that name files beside
+# them). A changed key builds a new entry; entries of a kind not used for a week are
+# pruned, the one in use never.
+#
+# The cargo build is kept differently: a clone builds in its own target/ (so that two
+# runs side by side never replace each other's binaries), restored from the cache before
+# the build and saved after it (cache_restore_target / cache_save_target). Cargo decides
+# freshness by modification times, and a fresh clone's files are all new: a restore sets
+# every tracked file whose content is the one the saved build saw to an old time, so that
+# cargo rebuilds what changed and nothing else.
+
+cache_root="${ZARRFS_TEST_CACHE:-/var/cache/zarrfs-test}"
+cache_old_time=946684800 # 2000-01-01: older than any build
+
+# cache_key WORDS...: a short hash of the words and of the contents of the files among
+# them (a file's content counts, its name too).
+cache_key() {
+    local w
+    for w in "$@"; do
+        printf '%s\n' "$w"
+        if [ -f "$w" ]; then sha256sum <"$w"; fi
+    done | sha256sum | cut -c1-16
+}
+
+# cache_entry KIND KEY BUILD: the path of entry KIND/KEY, built first when missing by
+# running BUILD (a command and its words) with the entry's new folder as its last word.
+# Prints the path on stdout; BUILD's output goes to stderr.
+cache_entry() {
+    local kind=$1 key=$2
+    shift 2
+    local dir="$cache_root/$kind"
+    mkdir -p "$dir"
+    local entry="$dir/$key"
+    (
+        exec 8>"$entry.lock"
+        flock 8
+        if ! [ -L "$entry" ]; then
+            cache_prune "$kind"
+            local build="$entry.$$"
+            rm -rf "$build"
+            mkdir -p "$build"
+            local began=$SECONDS
+            echo "test cache: building $kind/$key" >&2
+            "$@" "$build" >&2 || { echo "test cache: building $kind/$key failed" >&2; exit 1; }
+            ln -sfn "$key.$$" "$entry.link.$$"
+            mv -T "$entry.link.$$" "$entry"
+            echo "test cache: built $kind/$key in $((SECONDS - began)) s" >&2
+        fi
+        touch -h "$entry"
+    ) || return 1
+    printf '%s\n' "$entry"
+}
+
+# cache_link KIND KEY LINK BUILD...: cache_entry, then LINK (under target/) points at it.
+cache_link() {
+    local kind=$1 key=$2 link=$3
+    shift 3
+    local entry
+    entry=$(cache_entry "$kind" "$key" "$@") || return 1
+    mkdir -p "$(dirname "$link")"
+    if [ -e "$link" ] && ! [ -L "$link" ]; then rm -rf "$link"; fi
+    ln -sfn "$entry" "$link"
+}
+
+# cache_prune KIND: removes the entries of KIND not used for a week (a link's time is its
+# last use), the folders no link names whose builder is gone, and stale lock files.
+cache_prune() {
+    local dir="$cache_root/$1" path name pid
+    [ -d "$dir" ] || return 0
+    for path in "$dir"/*; do
+        name=${path##*/}
+        if [ -L "$path" ]; then
+            case $name in
+                *.link.*) pid=${name##*.link.}; kill -0 "$pid" 2>/dev/null || rm -f "$path" ;;
+                *) if [ -n "$(find "$path" -maxdepth 0 -mtime +7 2>/dev/null)" ]; then
+                       rm -f "$path"
+                   fi ;;
+            esac
+        elif [ -d "$path" ]; then
+            # KEY.PID: kept while a link names it or its builder runs.
+            pid=${name##*.}
+            [ "$(readlink "$dir/${name%.*}" 2>/dev/null)" = "$name" ] && continue
+            kill -0 "$pid" 2>/dev/null && continue
+            rm -rf "$path"
+        fi
+    done
+}
+
+# The tracked files of the clone with their content hashes, one "HASH PATH" a line.
+cache_tree_hashes() {
+    git ls-files -z | xargs -0 git hash-object -- | paste -d' ' - <(git ls-files)
+}
+
+# cache_target_key: the cargo build's key: the toolchain (a build made by another rustc
+# is of no use). Cargo itself tracks Cargo.lock, features and flags within a build.
+cache_target_key() {
+    cache_key "$(rustc -vV)" "$(uname -m)"
+}
+
+# cache_restore_target: copies the saved cargo build into target/ when target/ has none
+# (a fresh clone), then dates the tracked files whose content the saved build saw back
+# to 2000.
+cache_restore_target() {
+    local saved="$cache_root/cargo/$(cache_target_key)"
+    # The sources as the build about to start sees them: what cache_save_target records
+    # (a file edited during the build then counts as changed, as it should).
+    mkdir -p target
+    cache_tree_hashes >target/.tree-hashes
+    [ -L "$saved" ] || { echo "test cache: no saved cargo build: building from scratch" >&2; return 0; }
+    # A target/ of the clone's own is left to cargo as it is: its builds may have seen
+    # other contents than the saved one.
+    [ -d target/release ] && return 0
+    local began=$SECONDS
+    cp -a --reflink=auto "$saved"/. target/
+    rm -f target/.saved-tree-hashes
+    echo "test cache: restored the cargo build in $((SECONDS - began)) s ($(du -sh target/release | cut -f1))" >&2
+    local same
+    same=$(sort target/.tree-hashes | comm -12 - <(sort "$saved/.saved-tree-hashes") | cut -d' ' -f2-)
+    [ -z "$same" ] || printf '%s\n' "$same" | tr '\n' '\0' | xargs -0 touch -h -d "@$cache_old_time"
+    echo "test cache: $(printf '%s' "$same" | grep -c .) of $(git ls-files | wc -l) tracked files as the saved build saw them" >&2
+    touch -h "$saved"
+}
+
+# cache_save_target: after a successful build, saves target/'s cargo build (release,
+# fuzz) with the tree hashes it was built from (taken by cache_restore_target before the
+# build began), replacing the saved one.
+cache_save_target() {
+    local key began=$SECONDS
+    key=$(cache_target_key)
+    local dir="$cache_root/cargo"
+    mkdir -p "$dir"
+    (
+        exec 8>"$dir/$key.lock"
+        flock 8
+        local build="$dir/$key.$$" old
+        old=$(readlink "$dir/$key" 2>/dev/null || true)
+        rm -rf "$build"
+        mkdir -p "$build"
+        local part
+        for part in release fuzz .rustc_info.json CACHEDIR.TAG; do
+            [ -e "target/$part" ] && cp -a --reflink=auto "target/$part" "$build/"
+        done
+        cp target/.tree-hashes "$build/.saved-tree-hashes"
+        ln -sfn "$key.$$" "$dir/$key.link.$$"
+        mv -T "$dir/$key.link.$$" "$dir/$key"
+        [ -z "$old" ] || [ "$old" = "$key.$$" ] || rm -rf "${dir:?}/$old"
+    )
+    echo "test cache: saved the cargo build in $((SECONDS - began)) s" >&2
+}
