@@ -262,7 +262,7 @@ mod tests {
                 options,
                 ..
             } => {
-                assert!(matches!(tree.order, crate::cli::OrderArg::F));
+                assert!(matches!(tree.order, crate::cli::flags::OrderArg::F));
                 assert_eq!(tree.cache_size, 64 << 20);
                 assert_eq!(store_args.max_requests, 4);
                 assert_eq!(log.log_file.as_deref(), Some("/tmp/a:b.log".as_ref()));
@@ -335,7 +335,7 @@ mod tests {
         assert!(matches!(
             cli.command,
             crate::cli::Command::Mount {
-                tree: crate::cli::TreeArgs {
+                tree: crate::cli::flags::TreeArgs {
                     threads: Some(3),
                     ..
                 },

@@ -3,7 +3,9 @@
 
 #[cfg(feature = "fuse")]
 mod args;
+mod cat;
 mod docs;
+mod flags;
 pub mod inspect;
 mod progress;
 #[cfg(feature = "fuse")]
@@ -11,30 +13,28 @@ mod refresh;
 mod values;
 mod write;
 
-use std::io::{BufWriter, Write};
-use std::os::fd::AsFd;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[cfg(feature = "fuse")]
 use crate::daemon::mount::MountConfig;
 use crate::error::output_error;
-use crate::formats::{self, FormatKind, FormatSet, Placement, Segment};
+use crate::formats::{FormatKind, Segment};
+#[cfg(any(feature = "fuse", feature = "serve"))]
 use crate::fs::io::IoMode;
+#[cfg(feature = "fuse")]
 use crate::fs::FsOptions;
-use crate::hierarchy::Hierarchy;
 use crate::process::logging;
-use crate::read::array::Array;
-use crate::read::cache::UnitCache;
-use crate::read::prefetch::{Prefetcher, PREFETCH_PER_CORE};
-use crate::read::text::write_var_lines;
-use crate::read::view::{Layout, Order, View};
-use crate::store::StoreConfig;
 use crate::{Error, Result};
+use cat::{cat, view_segments};
+#[cfg(any(feature = "fuse", feature = "serve"))]
+use flags::TreeArgs;
+use flags::{cat_formats, header_formats, open, ArrayArgs, StoreArgs};
+#[cfg(feature = "fuse")]
+use flags::{parse_io, parse_materialize, Materialize};
 
 #[derive(Parser)]
 #[command(
@@ -45,219 +45,6 @@ use crate::{Error, Result};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum OrderArg {
-    #[value(name = "C", alias = "c")]
-    C,
-    #[value(name = "F", alias = "f")]
-    F,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum EndianArg {
-    Little,
-    Big,
-}
-
-/// Where the store is and how to reach it (the options of every command taking STORE).
-#[derive(clap::Args, Clone)]
-struct StoreArgs {
-    /// Unsigned requests: public buckets, no credentials.
-    #[arg(long)]
-    anonymous: bool,
-    /// Open STORE as a zip archive whatever its name (names ending in .zip always are).
-    #[arg(long)]
-    zip: bool,
-    /// Seconds allowed for one request to a remote store.
-    #[arg(long, default_value_t = 30.0, value_parser = values::parse_seconds)]
-    timeout: f64,
-    /// Retries of a failed request to a remote store, with backoff.
-    #[arg(long, default_value_t = 3)]
-    retries: usize,
-    /// Requests to a remote store in flight at most.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
-    max_requests: u16,
-    /// Keep fetched chunk bytes of a remote store in this folder, shared by every mount
-    /// of the store (entries keyed by URL, key and ETag).
-    #[arg(long, value_name = "DIR")]
-    disk_cache: Option<PathBuf>,
-    /// The disk cache's budget: bytes, or with a unit (20GiB); oldest entries go first.
-    #[arg(long, default_value = "10GiB", value_parser = values::parse_size)]
-    disk_cache_size: usize,
-    /// A reference set (kerchunk JSON) may read its targets under this folder or URL
-    /// prefix too (repeatable); by default only under the set's own folder.
-    #[arg(long = "virtual-prefix", value_name = "PREFIX")]
-    virtual_prefix: Vec<String>,
-    /// An Icechunk repository's branch or tag to show (default: branch main).
-    #[arg(long = "ref", value_name = "BRANCH|TAG", conflicts_with = "snapshot")]
-    reference: Option<String>,
-    /// An Icechunk repository's snapshot to show, by its ID.
-    #[arg(long, value_name = "ID")]
-    snapshot: Option<String>,
-    /// Show every branch, tag and snapshot of an Icechunk repository as folders
-    /// (@branches/NAME, @tags/NAME, @snapshots/ID) beside the default tree.
-    #[arg(long)]
-    versions: bool,
-}
-
-/// `--refresh`: an interval, off (`Some(None)`), or the default (`None`).
-#[derive(Clone, Copy)]
-#[cfg_attr(not(any(feature = "fuse", feature = "serve")), allow(dead_code))]
-struct Refresh(Option<Option<Duration>>);
-
-fn parse_refresh(s: &str) -> std::result::Result<Refresh, String> {
-    values::parse_refresh(s).map(Refresh)
-}
-
-/// `--materialize`: a budget, or the default.
-#[derive(Clone, Copy)]
-#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
-struct Materialize(Option<u64>);
-
-#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
-fn parse_materialize(s: &str) -> std::result::Result<Materialize, String> {
-    match s {
-        "auto" => Ok(Materialize(None)),
-        "off" | "no" => Ok(Materialize(Some(0))),
-        size => values::parse_size(size).map(|n| Materialize(Some(n as u64))),
-    }
-}
-
-#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
-fn parse_io(s: &str) -> std::result::Result<IoMode, String> {
-    s.parse()
-}
-
-fn parse_views(s: &str) -> std::result::Result<FormatSet, String> {
-    s.parse()
-}
-
-/// The view formats `--as` takes: array files that hold the data (`cat`), or detached
-/// headers (`header`), from the registry.
-fn view_formats(detached: bool) -> impl clap::builder::TypedValueParser<Value = FormatKind> {
-    let values = FormatKind::all()
-        .filter(move |k| k.placement() == Placement::Array && k.format().needs_raw() == detached)
-        .map(|k| clap::builder::PossibleValue::new(k.label()).aliases(k.format().aliases()));
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(values).try_map(|s| s.parse::<FormatKind>())
-}
-
-fn cat_formats() -> impl clap::builder::TypedValueParser<Value = FormatKind> {
-    view_formats(false)
-}
-
-fn header_formats() -> impl clap::builder::TypedValueParser<Value = FormatKind> {
-    view_formats(true)
-}
-
-impl StoreArgs {
-    /// The store configuration, with `-o key=value` store options.
-    fn config<'a>(&self, options: impl IntoIterator<Item = &'a str>) -> Result<StoreConfig> {
-        let mut cfg = StoreConfig {
-            anonymous: self.anonymous,
-            zip: self.zip,
-            timeout: Duration::from_secs_f64(self.timeout),
-            retries: self.retries,
-            max_requests: self.max_requests as usize,
-            disk_cache: self
-                .disk_cache
-                .clone()
-                .map(|dir| (dir, self.disk_cache_size as u64)),
-            virtual_prefixes: self.virtual_prefix.clone(),
-            icechunk: crate::store::VersionChoice {
-                reference: self.reference.clone(),
-                snapshot: self.snapshot.clone(),
-                all: self.versions,
-            },
-            root_markers: crate::metadata::ROOT_MARKERS
-                .iter()
-                .map(|m| m.to_string())
-                .collect(),
-            ..StoreConfig::default()
-        };
-        for o in options {
-            cfg.add_option(o)?;
-        }
-        Ok(cfg)
-    }
-}
-
-/// What the tree shows and how it is read: the flags `mount` and `serve` share.
-#[derive(clap::Args, Clone)]
-struct TreeArgs {
-    #[arg(long, value_enum, default_value = "C")]
-    order: OrderArg,
-    #[arg(long, value_enum, default_value = "little")]
-    endian: EndianArg,
-    /// Decoded-chunk cache budget: bytes, or with a unit (512MiB, 2G), or auto: an
-    /// eighth of the memory, at least 256 MiB and at most 4 GiB.
-    #[arg(long, default_value = "auto", value_parser = values::parse_cache_size)]
-    cache_size: usize,
-    /// The files each array shows: a comma list of raw, npy, tiff, envi, mhd, nrrd,
-    /// vrt, ome-tiff, or all (NAME, NAME.npy, NAME.tif, NAME.hdr, NAME.mhd, NAME.nhdr,
-    /// NAME.vrt; NAME.ome.tif beside an OME-Zarr image group).
-    #[arg(long, default_value = "raw", value_parser = parse_views)]
-    views: FormatSet,
-    /// Worker threads for reads (default: the number of cores; for a remote store,
-    /// --max-requests).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Read the store's metadata again once what was read is this old (1s, 500ms,
-    /// 10m), so that grown, new, removed and rewritten arrays show; `off`: never.
-    /// Default (auto): 60s for a remote store, off for a local one.
-    #[arg(long, default_value = "auto", value_parser = parse_refresh)]
-    refresh: Refresh,
-}
-
-#[cfg_attr(not(any(feature = "fuse", feature = "serve")), allow(dead_code))]
-impl TreeArgs {
-    fn layout(&self) -> Layout {
-        layout_of(self.order, self.endian)
-    }
-
-    /// The filesystem's settings for these flags (read-only unless `staging`).
-    fn fs_options(&self, staging: Option<PathBuf>) -> FsOptions {
-        FsOptions {
-            layout: self.layout(),
-            cache_bytes: self.cache_size,
-            prefetch_threads: 0,
-            views: self.views.clone(),
-            staging,
-            write_wait: std::time::Duration::from_secs(10),
-            commit_message: None,
-            new_defaults: crate::write::new_array::NewDefaults::default(),
-        }
-    }
-}
-
-/// One array of a store and the layout of its flat file: what `cat` and `header` read.
-#[derive(clap::Args)]
-struct ArrayArgs {
-    /// A folder, s3://, gs://, az://, http(s):// URL, a .zip at any of them, or a kerchunk
-    /// reference set (JSON file).
-    store: String,
-    path: String,
-    #[command(flatten)]
-    store_args: StoreArgs,
-    /// Store options (endpoint=..., region=..., allow_http=true, ...).
-    #[arg(short = 'o', value_delimiter = ',')]
-    options: Vec<String>,
-    #[arg(long, value_enum, default_value = "C")]
-    order: OrderArg,
-    #[arg(long, value_enum, default_value = "little")]
-    endian: EndianArg,
-}
-
-impl ArrayArgs {
-    fn hierarchy(&self) -> Result<Hierarchy> {
-        open(&self.store, &self.store_args, &self.options)
-    }
-
-    fn layout(&self) -> Layout {
-        layout_of(self.order, self.endian)
-    }
 }
 
 #[derive(Subcommand)]
@@ -429,224 +216,6 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-}
-
-/// The hierarchy of `store`, opened with `args` and the `-o` store `options`.
-fn open(store: &str, args: &StoreArgs, options: &[String]) -> Result<Hierarchy> {
-    let cfg = args.config(options.iter().map(String::as_str))?;
-    Hierarchy::open(crate::store::open(store, &cfg)?)
-}
-
-/// The segments of view `kind` of the array `path` whose raw file is `data_file`
-/// (default: the array's name), or an error saying why it has none.
-fn view_segments(
-    h: &Hierarchy,
-    path: &str,
-    kind: FormatKind,
-    layout: Layout,
-    data_file: Option<String>,
-) -> Result<Vec<Segment>> {
-    let path = crate::hierarchy::normalize(path);
-    let name = data_file.unwrap_or_else(|| {
-        let name = path.rsplit('/').next().unwrap_or("");
-        if name.is_empty() { "array" } else { name }.to_string()
-    });
-    let read = |array: &str, limit: u64| {
-        let mut out = Vec::new();
-        write_array(h, array, layout, &mut out, limit)?;
-        Ok(out)
-    };
-    let ctx = formats::Context::new(h, &path, &name, layout, &read);
-    kind.format().build(&ctx)?.map_err(|why| {
-        Error::unsupported(format!("/{path}"), format!("{} view: {why}", kind.label()))
-    })
-}
-
-/// The bytes of the file `segments` make, when they can be counted.
-fn segments_size(h: &Hierarchy, segments: &[Segment]) -> Option<u64> {
-    segments.iter().try_fold(0u64, |total, segment| {
-        let len = match segment {
-            Segment::Bytes(bytes) => bytes.len() as u64,
-            Segment::Array { path, range } => {
-                let meta = h.array(path).ok()?;
-                let size = meta
-                    .shape
-                    .iter()
-                    .try_fold(meta.dtype.size()? as u64, |n, &d| n.checked_mul(d))?;
-                match range {
-                    Some((offset, len)) => (*len).min(size.saturating_sub(*offset)),
-                    None => size,
-                }
-            }
-            Segment::Tiles { grid, .. } => grid.checked_len()?,
-        };
-        total.checked_add(len)
-    })
-}
-
-fn cat(h: Hierarchy, path: &str, layout: Layout, kind: FormatKind, quiet: bool) -> Result<()> {
-    // The raw file of an array of variable-length elements is its text: not a flat view.
-    let segments = if kind == FormatKind::RAW {
-        vec![Segment::array(&crate::hierarchy::normalize(path))]
-    } else {
-        view_segments(&h, path, kind, layout, None)?
-    };
-    crate::process::memory::tune_allocator();
-    // Straight to file descriptor 1: std's stdout is line-buffered and scans for newlines.
-    let fd = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| Error::Invalid(format!("stdout: {e}")))?;
-    let file = BufWriter::with_capacity(1 << 20, std::fs::File::from(fd));
-    let mut out = progress::Counting {
-        inner: file,
-        bar: progress::bar(segments_size(&h, &segments), quiet),
-    };
-    let mut tiled: Option<(String, View)> = None;
-    for segment in segments {
-        match segment {
-            Segment::Bytes(bytes) => out.write_all(&bytes).map_err(output_error)?,
-            Segment::Array { path, range: None } => {
-                write_array(&h, &path, layout, &mut out, u64::MAX)?
-            }
-            Segment::Tiles { path, grid } => {
-                // A TIFF's planes follow one another: one view (and its decoded chunks)
-                // serves them all.
-                let view = match tiled.take() {
-                    Some((p, view)) if p == path => view,
-                    _ => {
-                        let (array, cache) = array_to_stream(&h, &path, layout)?;
-                        flat_view(&h, array, cache, layout)?
-                    }
-                };
-                write_tiles(&view, &path, &grid, &mut out)?;
-                tiled = Some((path, view));
-            }
-            Segment::Array { path, .. } => {
-                return Err(Error::unsupported(
-                    format!("/{path}"),
-                    "a part of an array in a view written by cat (the mount serves it)",
-                ))
-            }
-        }
-    }
-    out.flush().map_err(output_error)?;
-    out.finish();
-    Ok(())
-}
-
-/// Write the file of the array at `path` to `out`: its flat view, or the text of an array
-/// of variable-length elements; an error when the flat view is larger than `limit`.
-fn write_array(
-    h: &Hierarchy,
-    path: &str,
-    layout: Layout,
-    out: &mut impl Write,
-    limit: u64,
-) -> Result<()> {
-    let (array, cache) = array_to_stream(h, path, layout)?;
-    if array.meta.dtype.is_var() {
-        if limit < u64::MAX {
-            return Err(formats::too_large(path, u64::MAX, limit));
-        }
-        return write_var_lines(&array, &cache, layout.order, out);
-    }
-    let view = flat_view(h, array, cache, layout)?;
-    if view.size() > limit {
-        return Err(formats::too_large(path, view.size(), limit));
-    }
-    view.write_all(out, 8 << 20)
-}
-
-/// Write tiles `grid` of `view`, the flat view of the array at `path`, to `out` (a
-/// plane of a tiled TIFF's data), a row of tiles at a time.
-fn write_tiles(
-    view: &View,
-    path: &str,
-    grid: &formats::TileGrid,
-    out: &mut impl Write,
-) -> Result<()> {
-    // Tile rows never run front to back through the flat view (as for the mount).
-    let cursor = &crate::read::readahead::NO_READAHEAD;
-    let len = grid.bytes();
-    let row_of_tiles = grid
-        .tile_bytes()
-        .and_then(|t| t.checked_mul(grid.across()))
-        .unwrap_or(u64::MAX);
-    let block = row_of_tiles.clamp(1 << 20, 64 << 20);
-    let mut buf = vec![0u8; usize::try_from(block.min(len)).unwrap_or(1 << 20)];
-    let mut at = 0u64;
-    while at < len {
-        let n = usize::try_from(len - at).map_or(buf.len(), |left| left.min(buf.len()));
-        let filled = grid.fill(at, &mut buf[..n], |offset, part| {
-            view.read_at(cursor, offset, part)
-                .map(Some)
-                .map_err(Error::from)
-        })?;
-        if filled != Some(n) {
-            return Err(Error::corrupt(path, "a tile read short"));
-        }
-        out.write_all(&buf[..n]).map_err(output_error)?;
-        at += n as u64;
-    }
-    Ok(())
-}
-
-/// The array at `path` and a decoded-unit cache for streaming it: room for the layer of
-/// read units being streamed and the next two, decoded ahead.
-fn array_to_stream(
-    h: &Hierarchy,
-    path: &str,
-    layout: Layout,
-) -> Result<(Arc<Array>, Arc<UnitCache>)> {
-    let array = Array::at(h, path)?;
-    let grid = array.unit_grid();
-    let row_units: u64 = match layout.order {
-        Order::C => grid.iter().skip(1).product(),
-        Order::F => grid.iter().rev().skip(1).product(),
-    };
-    let unit = array.unit_bytes().max(1 << 16) as u64;
-    // At most half the machine's memory: a huge layer then costs repeated decodes, not
-    // the process.
-    let half_memory = crate::process::memory::physical() / 2;
-    let budget = row_units
-        .saturating_mul(4)
-        .saturating_mul(unit)
-        .min(half_memory)
-        .max(64 << 20);
-    let cache = Arc::new(
-        UnitCache::new(usize::try_from(budget).unwrap_or(usize::MAX))
-            .beside(h.spans().held_meter()),
-    );
-    Ok((array, cache))
-}
-
-/// The flat view of `array` with its units decoded ahead by the store's concurrency.
-fn flat_view(
-    h: &Hierarchy,
-    array: Arc<Array>,
-    cache: Arc<UnitCache>,
-    layout: Layout,
-) -> Result<View> {
-    let threads = h.store().caps().concurrency;
-    Ok(
-        View::new(array, cache, layout)?
-            .with_prefetch(Prefetcher::new(threads * PREFETCH_PER_CORE)),
-    )
-}
-
-fn order_of(order: OrderArg) -> Order {
-    match order {
-        OrderArg::C => Order::C,
-        OrderArg::F => Order::F,
-    }
-}
-
-fn layout_of(order: OrderArg, endian: EndianArg) -> Layout {
-    Layout {
-        order: order_of(order),
-        big_endian: matches!(endian, EndianArg::Big),
-    }
 }
 
 fn run(cli: Cli) -> Result<()> {

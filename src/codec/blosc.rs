@@ -2,14 +2,16 @@
 //! `blosc-src` and called through its C API: every cname built in (blosclz, lz4, lz4hc,
 //! zlib, zstd) and every shuffle mode; the header gives the decoded size, checked before
 //! decompressing. That c-blosc has no snappy: a buffer whose header names it is re-framed
-//! by `blosc_snappy` (streams decompressed in Rust, stored raw) and then decompressed by
+//! by `snappy` (streams decompressed in Rust, stored raw) and then decompressed by
 //! c-blosc like any other, which undoes the shuffle. Snappy is read only, never written.
+
+mod snappy;
 
 use std::ffi::CStr;
 
 use serde_json::Value;
 
-use super::{blosc_snappy, check_len, BytesToBytes, UnitRepr};
+use super::{check_len, BytesToBytes, UnitRepr};
 use crate::error::{corrupt, Error, Result};
 use crate::metadata::CodecSpec;
 
@@ -41,7 +43,7 @@ pub struct Blosc {
 }
 
 /// The compressors of this build of c-blosc, by the names metadata uses, and snappy,
-/// which only decodes (through `blosc_snappy`).
+/// which only decodes (through `snappy`).
 fn compressor(name: &str) -> Option<&'static CStr> {
     let bytes: &'static [u8] = match name {
         "blosclz" => blosc_src::BLOSC_BLOSCLZ_COMPNAME,
@@ -130,8 +132,8 @@ impl BytesToBytes for Blosc {
             return Ok(Vec::new());
         }
         // Snappy streams are decompressed in Rust into a frame this c-blosc reads.
-        let bytes = if blosc_snappy::is_snappy(&bytes) {
-            blosc_snappy::reframe(&bytes, size)?
+        let bytes = if snappy::is_snappy(&bytes) {
+            snappy::reframe(&bytes, size)?
         } else {
             bytes
         };

@@ -2,7 +2,6 @@
 //! traits, built from normalized `CodecSpec`s and run by one `CodecChain`.
 
 mod blosc;
-mod blosc_snappy;
 mod bytes;
 pub use bytes::swap_elements;
 pub use transpose::reverse_axes;

@@ -1,5 +1,6 @@
 //! The filesystem core without a mount, over the demo hierarchy.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::*;
@@ -7,6 +8,7 @@ use crate::hierarchy::Hierarchy;
 use crate::read::view::Order;
 use crate::store::fixtures::{v2_group_with_array_a, write_v2_array};
 use crate::store::FolderStore;
+use crate::Error;
 
 pub(super) fn demo_fs(order: Order, big_endian: bool) -> (std::path::PathBuf, ZarrFs) {
     let dir = std::env::temp_dir().join(format!(

@@ -1,11 +1,16 @@
-//! `user.zarr.*` extended attributes: the metadata of each node, one value per name.
+//! Extended attributes: `user.zarr.*`, the metadata of each node, one value per name;
+//! and `user.zarrfs.*`, what the mount knows of it (bytes fetched and written, its
+//! views, the snapshot it was read from).
 
 use serde_json::Value;
 
-use super::content::file_json;
+use super::content::{file_json, Content};
+use super::inode::Node as FileNode;
+use super::ZarrFs;
+use crate::formats::Placement;
 use crate::hierarchy::{Hierarchy, Node};
 use crate::read::view::Layout;
-use crate::Result;
+use crate::{Error, Result};
 
 fn list(values: &[u64]) -> String {
     values
@@ -83,4 +88,68 @@ pub fn attributes(h: &Hierarchy, path: &str, layout: Layout) -> Result<Vec<(Stri
     }
     out.push(format);
     Ok(out)
+}
+
+impl ZarrFs {
+    /// All extended attributes of `ino`.
+    pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {
+        let entry = self.entry(ino)?;
+        match &entry.node {
+            FileNode::Dir(path) => {
+                let mut attrs = attributes(&self.hierarchy, path, self.layout)?;
+                attrs.extend(self.snapshot_attribute(path));
+                Ok(attrs)
+            }
+            FileNode::Array(path) | FileNode::View(path, _) => {
+                let mut attrs = attributes(&self.hierarchy, path, self.layout)?;
+                attrs.extend(self.snapshot_attribute(path));
+                // Bytes read from the store for this array since the mount.
+                if let Some(view) = self.content(&entry).ok().as_deref().and_then(Content::view) {
+                    let fetched = view.array().bytes_fetched().to_string();
+                    attrs.push(("user.zarrfs.bytes_fetched".into(), fetched));
+                }
+                attrs.push(("user.zarrfs.views".into(), self.views_report(path)));
+                // Chunk bytes this mount's commits put into the store for the array.
+                if self.writes.is_some() {
+                    let written = self.bytes_written.lock().get(path).copied().unwrap_or(0);
+                    attrs.push(("user.zarrfs.bytes_written".into(), written.to_string()));
+                }
+                Ok(attrs)
+            }
+            _ => Ok(vec![]),
+        }
+    }
+
+    /// `user.zarrfs.snapshot`: the snapshot of a versioned repository that the node at
+    /// `path` was read from.
+    pub(super) fn snapshot_attribute(&self, path: &str) -> Option<(String, String)> {
+        let version = self.hierarchy.version(path).ok()?.0;
+        let id = version.snapshot()?;
+        Some(("user.zarrfs.snapshot".to_string(), id.to_string()))
+    }
+
+    /// `user.zarrfs.views`: for every view of the mount, its file or why there is none.
+    pub(super) fn views_report(&self, path: &str) -> String {
+        let name = self.file_name(path);
+        let mut lines = Vec::new();
+        if self.views.shows_raw() {
+            lines.push(format!("raw: {name}"));
+        }
+        for kind in self.views.extra(Placement::Array) {
+            let state = match self.view_absent(path, kind) {
+                None => kind.file_name(&name),
+                Some(why) => format!("absent ({why})"),
+            };
+            lines.push(format!("{}: {state}", kind.label()));
+        }
+        lines.join("\n")
+    }
+
+    pub fn getxattr(&self, ino: u64, name: &str) -> Result<Vec<u8>> {
+        self.xattrs(ino)?
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.into_bytes())
+            .ok_or(Error::NoAttribute)
+    }
 }

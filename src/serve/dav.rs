@@ -18,7 +18,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 
 use super::get::etag;
-use super::route::{empty, text, ALLOW};
+use super::reply::{empty, text, ALLOW};
 use super::tree::{Found, Tree};
 use super::Body;
 use crate::fs::{Attr, FileKind};

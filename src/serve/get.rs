@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 
 use super::range::{self, Asked};
-use super::route::{empty, failure, text};
+use super::reply::{empty, failure, text};
 use super::tree::{OpenFile, Tree};
 use super::{listing, Body};
 use crate::fs::{Attr, FileKind};

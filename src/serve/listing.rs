@@ -7,7 +7,7 @@ use hyper::body::Incoming;
 use serde_json::{json, Value};
 
 use super::path::href;
-use super::route::{empty, failure, full};
+use super::reply::{empty, failure, full};
 use super::tree::{Found, Listed, Tree};
 use super::Body;
 use crate::formats::xml_escape as escape;

@@ -6,6 +6,7 @@
 //!
 //! - [`conn`]: connections, their cap and timeouts;
 //! - [`route`]: one request: who may ask, which path, which method, the access log line;
+//! - [`reply`]: the answers handlers build: bodies, text, a core failure as its status;
 //! - [`get`]: `GET`/`HEAD` of files (ranges, validators) and [`listing`] of directories;
 //! - [`dav`]: WebDAV's `OPTIONS` and `PROPFIND` (answered by dav-server over the tree);
 //! - [`path`], [`range`], [`auth`]: what a request says, checked;
@@ -20,6 +21,7 @@ mod listing;
 mod path;
 mod pieces;
 mod range;
+mod reply;
 mod route;
 mod tree;
 

@@ -5,7 +5,7 @@
 //! request), and each chunk's identity for caches shared by versions.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use icechunk::format::manifest::{Checksum, ChunkPayload, ChunkRef, VirtualChunkRef};
@@ -24,10 +24,6 @@ use crate::store::{ByteRange, Store, StoreConfig, StoreError, Value, Version};
 /// Virtual chunks of one array grouped for reading together at most (more are read
 /// one by one).
 const MAX_NEIGHBOURS: usize = 1 << 22;
-
-/// The virtual chunks of one array by their grid coordinates, listed once (`None`: the
-/// listing failed or was too long).
-pub(super) type Listed = OnceLock<Option<Arc<Neighbours<Vec<u32>>>>>;
 
 /// What every version of a repository shares: its name in messages, the store of its own
 /// objects, where its virtual chunks may be read, and its virtual chunk containers by

@@ -3,7 +3,7 @@
 //! `@branches/NAME/`, `@tags/NAME/` and `@snapshots/ID/` that route a key to its version.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::TryStreamExt;
 use icechunk::format::SnapshotId;
@@ -12,9 +12,9 @@ use icechunk::session::Session;
 use icechunk::Repository;
 use parking_lot::Mutex;
 
-use super::chunks::Listed;
 use super::{failed, IcechunkStore};
 use crate::error::{Error, Result};
+use crate::store::namespace::targets::Neighbours;
 use crate::store::source::remote::runtime::block_on;
 use crate::store::{StoreError, Version};
 use std::collections::HashMap;
@@ -23,6 +23,10 @@ use std::collections::HashMap;
 pub(super) const BRANCHES: &str = "@branches";
 pub(super) const TAGS: &str = "@tags";
 pub(super) const SNAPSHOTS: &str = "@snapshots";
+
+/// The virtual chunks of one array by their grid coordinates, listed once (`None`: the
+/// listing failed or was too long).
+pub(super) type Listed = OnceLock<Option<Arc<Neighbours<Vec<u32>>>>>;
 
 /// Snapshots kept open for what was read at them, at most (more are opened again).
 pub(super) const KEPT_SNAPSHOTS: usize = 16;
