@@ -8,14 +8,19 @@ use std::process::{Command, Output};
 pub const USER: &str = "zarrfs-test";
 
 /// /dev/fuse made 0666 for the test; its old mode back on drop.
-pub struct FuseDeviceMode(Option<u32>, std::sync::MutexGuard<'static, ()>);
+/// The device's mode, and the lock held meanwhile (closing the file releases it).
+pub struct FuseDeviceMode(Option<u32>, std::fs::File);
 
 impl FuseDeviceMode {
-    /// /dev/fuse at mode 0666 until the value is dropped; the tests of this binary that
-    /// need it take turns, so that none puts the old mode back under another.
+    /// /dev/fuse at mode 0666 until the value is dropped. The tests that need it take
+    /// turns, in this process and in any other test run on the machine (a lock file), so
+    /// that none puts the old mode back under another.
     pub fn world_usable() -> FuseDeviceMode {
-        static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let turn = std::fs::File::create("/tmp/zarrfs-test-dev-fuse.lock")
+            .expect("create /tmp/zarrfs-test-dev-fuse.lock");
+        // SAFETY: flock on a descriptor this function owns.
+        let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&turn), libc::LOCK_EX) };
+        assert_eq!(locked, 0, "flock /tmp/zarrfs-test-dev-fuse.lock");
         let device = Path::new("/dev/fuse");
         let mode = device
             .metadata()
