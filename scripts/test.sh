@@ -112,6 +112,11 @@ step "installing Debian's packages" 30
 build_all() {
     local began=$SECONDS
     cache_restore_target
+    # zarrfs itself is compiled incrementally (its dependencies never are): a restored
+    # build then compiles again only the parts of the crate that a change touched, in
+    # each of its builds (the default one, the one without FUSE, the tests, the fuzz
+    # targets).
+    export CARGO_INCREMENTAL=1
     cargo fmt --check
     cargo clippy --release --all-targets -- -D warnings
     echo "test.sh: build: fmt and clippy took $((SECONDS - began)) s"
@@ -134,9 +139,13 @@ build_all() {
     # The fuzz targets (AFL-instrumented, target/fuzz), run after the tests.
     bash scripts/fuzz.sh --build
     cache_save_target
-    # The test servers and readers built from crates.io, each an entry of the test cache:
-    # s3s-fs (0.14.1 is the last that builds on this Rust) and zarrs' reader of whole
-    # arrays (benches/zarrs-read), which the write tests read back with.
+    echo "test.sh: build: everything took $((SECONDS - began)) s"
+}
+# The test servers and readers built from crates.io, each an entry of the test cache:
+# s3s-fs (0.14.1 is the last that builds on this Rust) and zarrs' reader of whole arrays
+# (benches/zarrs-read), which the write tests read back with. A job of its own: on a new
+# machine it runs beside the others.
+build_tools() {
     build_s3s() { cargo install --quiet --root "$1" s3s-fs --version 0.14.1 --features binary --locked; }
     local s3s
     s3s=$(cache_entry s3s-fs "$(cache_key 0.14.1 "$(rustc -vV)")" build_s3s)
@@ -148,13 +157,17 @@ build_all() {
     local zr_key
     zr_key=$(cache_key "$(rustc -vV)" benches/zarrs-read/Cargo.toml benches/zarrs-read/Cargo.lock benches/zarrs-read/src/*.rs)
     cache_link zarrs-read "$zr_key" target/zarrs-read build_zarrs_read
-    echo "test.sh: build: everything took $((SECONDS - began)) s"
 }
-rm -f target/test-build.log
+rm -f target/test-build.log target/test-tools.log
 build_all >target/test-build.log 2>&1 &
 build_pid=$!
-# A run killed meanwhile ends its build job too.
-trap 'kill $build_pid 2>/dev/null || true' EXIT
+tools_pid=
+if [ -z "$quick" ]; then
+    build_tools >target/test-tools.log 2>&1 &
+    tools_pid=$!
+fi
+# A run killed meanwhile ends its build jobs too.
+trap 'kill $build_pid $tools_pid 2>/dev/null || true' EXIT
 
 # --- The caches: venvs, fixtures, test servers, the container base ---
 if [ -z "$quick" ]; then
@@ -207,9 +220,13 @@ fi
 
 build_rc=0
 wait $build_pid || build_rc=$?
+tools_rc=0
+[ -z "$tools_pid" ] || wait $tools_pid || tools_rc=$?
 trap - EXIT
 cat target/test-build.log
+[ -z "$tools_pid" ] || cat target/test-tools.log
 [ "$build_rc" -eq 0 ] || { echo "test.sh: the build failed" >&2; exit 1; }
+[ "$tools_rc" -eq 0 ] || { echo "test.sh: building the test servers failed" >&2; exit 1; }
 step "the builds (after the caches)" 420
 
 # The test binary of the end-to-end suites, and the tests that need neither a server nor

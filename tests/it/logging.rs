@@ -19,7 +19,12 @@ fn corrupt_demo(tmp: &TempDir) -> (PathBuf, String) {
         .arg(&store)
         .output()
         .expect("run zarrfs demo");
-    assert!(out.status.success(), "zarrfs demo failed");
+    assert!(
+        out.status.success(),
+        "zarrfs demo failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     let key = "temperature/c/1/1/1";
     let chunk = store.join(key);
     let bytes = std::fs::read(&chunk).unwrap_or_else(|e| panic!("{}: {e}", chunk.display()));

@@ -653,14 +653,22 @@ fn readme_demo_mounts_a_readable_hierarchy() {
     let tmp = TempDir::new("demo");
     let dir = tmp.path().to_path_buf();
     let script = crate::common::repo().join("scripts/demo.sh");
+    // Its stderr to a file (not a pipe): the daemon it starts outlives it.
+    let err = tmp.path().join("demo.err");
     let out = Command::new("bash")
         .arg(&script)
         .arg(&dir)
         .env("ZARRFS_BIN", zarrfs())
-        .stderr(Stdio::inherit())
+        .stderr(std::fs::File::create(&err).expect("demo.sh's stderr"))
         .output()
         .expect("run demo.sh");
-    assert!(out.status.success(), "demo.sh failed");
+    assert!(
+        out.status.success(),
+        "demo.sh failed ({}): {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        common::tail(&std::fs::read_to_string(&err).unwrap_or_default(), 4000)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("getfattr -d"), "prints what to try: {text}");
     let mp = dir.join("mnt");

@@ -15,12 +15,15 @@ use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::mount::{look_after_promise, test_python, wait_until, Mount, PROMISE_ALLOWANCE};
+use common::mount::{
+    look_after_promise, test_python, wait_exit, wait_for, wait_until, Mount, PROMISE_ALLOWANCE,
+};
 use common::servers::s3s_fs;
 use common::{assert_no_failures, zarrfs, TempDir};
 use serde_json::Value;
@@ -255,7 +258,24 @@ fn readers_follow_a_changing_store(format: &str, s3: bool, disk_cache: bool) {
     .stderr(std::fs::File::create(&writer_err).expect("writer's stderr"))
     .spawn()
     .expect("start live_writer.py");
-    wait_until("the writer made the store", || !states(&log).is_empty());
+    // The store is made once the log has its first line; a writer that ends first (or
+    // never gets there) is ended and its stderr shown.
+    wait_for(Duration::from_secs(20), || {
+        !states(&log).is_empty() || writer.try_wait().is_ok_and(|s| s.is_some())
+    });
+    if states(&log).is_empty() {
+        let _ = writer.kill();
+        let status = writer.wait();
+        panic!(
+            "live_writer.py did not make the store within 20 s (it ended: {status:?}); \
+             its stderr ({}):\n{}",
+            writer_err.display(),
+            common::tail(
+                &std::fs::read_to_string(&writer_err).unwrap_or_default(),
+                4000
+            )
+        );
+    }
     let options = server
         .as_ref()
         .map(|s| format!("endpoint={},allow_http=true,region=us-east-1", s.url()));
@@ -390,15 +410,26 @@ fn write_store(store: &Path, format: &str, steps: &str) -> State {
     let tmp = TempDir::new("live-once");
     let (log, go) = (tmp.path().join("log.jsonl"), tmp.path().join("go"));
     std::fs::write(&go, b"").expect("go");
-    let status = Command::new(test_python())
+    let out = Command::new(test_python())
         .arg(script())
         .arg(store)
         .args([format, steps, "0"])
         .arg(&log)
         .arg(&go)
-        .status()
+        .stdin(Stdio::null())
+        .output()
         .expect("run live_writer.py");
-    assert!(status.success(), "live_writer.py failed");
+    assert!(
+        out.status.success(),
+        "live_writer.py failed ({}): {}\nits log:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    if !said.trim().is_empty() {
+        eprintln!("live_writer.py's stderr (it succeeded):\n{said}");
+    }
     states(&log).pop().expect("states")
 }
 
@@ -503,17 +534,32 @@ fn a_watched_local_folder_shows_a_metadata_change_at_once() {
     }
 }
 
+/// How long live_steps.py may take to answer one command (or to make the store) before
+/// the test fails as hung: a guard, well above its five tries of a step.
+const ANSWER_GUARD: Duration = Duration::from_secs(120);
+
 /// scripts/live_steps.py: a store changed one step at a time, each step's write timed.
+/// Its stderr goes to a file, shown (its end) in every failure.
 struct Steps {
     child: Child,
     commands: Option<ChildStdin>,
-    answers: BufReader<ChildStdout>,
+    /// Its stdout, a line at a time (read by a thread of its own, so that an answer can
+    /// be waited for with a deadline).
+    answers: Receiver<String>,
+    err: PathBuf,
 }
 
 impl Steps {
     /// The store at `store` (a folder, or `s3://live/live.zarr` on `endpoint`) made as
-    /// Zarr `format`, consolidated after each step when `consolidated`.
-    fn start(store: &str, format: &str, endpoint: Option<&str>, consolidated: bool) -> Steps {
+    /// Zarr `format`, consolidated after each step when `consolidated`; the script's
+    /// stderr goes to file `err`.
+    fn start(
+        store: &str,
+        format: &str,
+        endpoint: Option<&str>,
+        consolidated: bool,
+        err: &Path,
+    ) -> Steps {
         let script = crate::common::repo().join("scripts/live_steps.py");
         let mut command = match endpoint {
             Some(url) => {
@@ -530,32 +576,82 @@ impl Steps {
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(err).expect("live_steps.py's stderr"))
             .spawn()
             .expect("start live_steps.py");
         let commands = child.stdin.take();
-        let answers = BufReader::new(child.stdout.take().expect("stdout"));
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let (send, answers) = std::sync::mpsc::channel();
+        // Ends at the end of the script's stdout (its exit, or its kill).
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         let mut steps = Steps {
             child,
             commands,
             answers,
+            err: err.to_path_buf(),
         };
         steps.answer("ready");
         steps
     }
 
+    /// The end of the script's stderr.
+    fn stderr(&self) -> String {
+        common::tail(
+            &std::fs::read_to_string(&self.err).unwrap_or_default(),
+            4000,
+        )
+    }
+
+    /// Ends the script and fails the test, saying `what` went wrong and quoting the
+    /// script's stderr.
+    fn fail(&mut self, what: &str) -> ! {
+        drop(self.commands.take());
+        let _ = self.child.kill();
+        let status = self.child.wait();
+        panic!(
+            "live_steps.py failed: {what} ({status:?}); its stderr ({}) ends:\n{}",
+            self.err.display(),
+            self.stderr()
+        );
+    }
+
     fn answer(&mut self, expected: &str) {
-        let mut line = String::new();
-        self.answers
-            .read_line(&mut line)
-            .expect("live_steps.py answers");
-        assert_eq!(line.trim(), expected, "live_steps.py failed");
+        let line = match self.answers.recv_timeout(ANSWER_GUARD) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => {
+                self.fail(&format!("no {expected:?} within {ANSWER_GUARD:?}"))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                self.fail(&format!("its stdout ended before {expected:?}"))
+            }
+        };
+        if line.trim() != expected {
+            drop(self.commands.take());
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        assert_eq!(
+            line.trim(),
+            expected,
+            "live_steps.py failed; its stderr ({}) ends:\n{}",
+            self.err.display(),
+            self.stderr()
+        );
     }
 
     /// Make one change; when its write returned (as the test heard of it).
     fn run(&mut self, command: &str) -> Instant {
         let stdin = self.commands.as_mut().expect("stdin");
-        writeln!(stdin, "{command}").expect("write to live_steps.py");
-        stdin.flush().expect("flush");
+        if let Err(e) = writeln!(stdin, "{command}").and_then(|()| stdin.flush()) {
+            self.fail(&format!("write {command:?} to it: {e}"));
+        }
         self.answer("done");
         Instant::now()
     }
@@ -563,8 +659,12 @@ impl Steps {
 
 impl Drop for Steps {
     fn drop(&mut self) {
+        // The end of stdin ends the script; one still going after the guard is killed.
         drop(self.commands.take());
-        let _ = self.child.wait();
+        if wait_exit(&mut self.child, ANSWER_GUARD).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -600,6 +700,7 @@ fn live_store_with(format: &str, s3: bool, consolidated: bool, extra: &[&str]) -
     let buckets = tmp.path().join("buckets");
     std::fs::create_dir_all(buckets.join("live")).expect("bucket");
     let server = s3.then(|| s3s_fs(&buckets, None));
+    let err = tmp.path().join("live_steps.err");
     let (steps, mount) = match &server {
         Some(server) => {
             let steps = Steps::start(
@@ -607,6 +708,7 @@ fn live_store_with(format: &str, s3: bool, consolidated: bool, extra: &[&str]) -
                 format,
                 Some(&server.url()),
                 consolidated,
+                &err,
             );
             let options = format!("endpoint={},allow_http=true,region=us-east-1", server.url());
             let mut args = vec!["--refresh", "1s", "--anonymous", "-o", &options];
@@ -615,7 +717,7 @@ fn live_store_with(format: &str, s3: bool, consolidated: bool, extra: &[&str]) -
         }
         None => {
             let store = tmp.path().join("live.zarr");
-            let steps = Steps::start(&store.to_string_lossy(), format, None, consolidated);
+            let steps = Steps::start(&store.to_string_lossy(), format, None, consolidated, &err);
             let mut args = vec!["--refresh", "1s"];
             args.extend(&extra);
             (steps, Mount::new(&store, &args))

@@ -324,11 +324,18 @@ fn cat_appends_rows_and_truncate_cuts_them_read_back_by_zarr_python() {
                     std::fs::write(&step_file, &step).expect("write step");
                     format!("cat '{}' >> '{}'", step_file.display(), file.display())
                 };
-                let status = std::process::Command::new("sh")
+                let out = std::process::Command::new("sh")
                     .args(["-c", &shell])
-                    .status()
+                    .stdin(std::process::Stdio::null())
+                    .output()
                     .expect("sh");
-                assert!(status.success(), "{shell}: {status}\n{}", mount.log());
+                assert!(
+                    out.status.success(),
+                    "{shell}: {}: {}\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr),
+                    mount.log()
+                );
                 let back = std::fs::read(&file).expect("read after resize");
                 assert_eq!(back.len() as u64, new_size, "{path}: size after {shell}");
                 assert_eq!(
@@ -983,7 +990,7 @@ fn icechunk_commits(repo: &Path, url: &Path, args: &[&str], tmp: &Path) {
     write_at(0, &1000i32.to_le_bytes());
     write_at(47 * 4, &2000i32.to_le_bytes());
     let rows: Vec<u8> = (0..12i32).flat_map(|v| (-v).to_le_bytes()).collect();
-    let status = std::process::Command::new("sh")
+    let out = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!("cat >> '{}'", file.display()))
         .stdin({
@@ -991,9 +998,16 @@ fn icechunk_commits(repo: &Path, url: &Path, args: &[&str], tmp: &Path) {
             std::fs::write(&rows_file, &rows).expect("rows");
             std::fs::File::open(rows_file).expect("rows")
         })
-        .status()
+        .output()
         .expect("cat");
-    assert!(status.success(), "{}", mount.log());
+    assert!(
+        out.status.success(),
+        "cat >> {}: {}: {}\n{}",
+        file.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        mount.log()
+    );
     assert_eq!(std::fs::metadata(&file).expect("stat").len(), 10 * 6 * 4);
     // A saved .npy makes array `b`, in one commit of its own.
     let code = "import sys, numpy as np\n\
@@ -1166,9 +1180,22 @@ impl Bucket {
                 std::fs::create_dir_all(&one).expect("mkdir");
                 std::fs::write(one.join(name), bytes).expect("the other writer's file");
                 let now = tmp.join("other-writer-now");
+                let err = tmp.join("other-writer.err");
+                // The put is tried three times, each failure said on stderr, by this
+                // process: the test starts no other once a file of the mount is open.
+                // It gives up waiting for its start after ten minutes (a test that
+                // failed before).
                 let code = "import os, subprocess, sys, time\n\
-                            while not os.path.exists(sys.argv[1]): time.sleep(0.01)\n\
-                            sys.exit(subprocess.call([sys.executable] + sys.argv[2:]))";
+                            deadline = time.time() + 600\n\
+                            while not os.path.exists(sys.argv[1]):\n\
+                            \x20   if time.time() > deadline: sys.exit('the other writer: never started')\n\
+                            \x20   time.sleep(0.01)\n\
+                            for attempt in range(1, 4):\n\
+                            \x20   code = subprocess.call([sys.executable] + sys.argv[2:])\n\
+                            \x20   if code == 0: sys.exit(0)\n\
+                            \x20   print(f'the other writer: attempt {attempt} exited {code}', file=sys.stderr, flush=True)\n\
+                            \x20   if attempt < 3: time.sleep(1)\n\
+                            sys.exit(code)";
                 let mut child =
                     std::process::Command::new(venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3"))
                         .args(["-c", code])
@@ -1178,12 +1205,28 @@ impl Bucket {
                         .arg("bkt")
                         .arg(&one)
                         .arg(format!("v3/{folder}"))
+                        .stdin(std::process::Stdio::null())
+                        .stderr(std::fs::File::create(&err).expect("the other writer's stderr"))
                         .spawn()
                         .expect("start the other writer");
                 Box::new(move || {
                     std::fs::write(&now, b"").expect("start the other writer's put");
-                    let status = child.wait().expect("the other writer");
-                    assert!(status.success(), "the other writer's put: {status}");
+                    let guard = std::time::Duration::from_secs(300);
+                    let status = common::mount::wait_exit(&mut child, guard);
+                    if status.is_none() {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                    }
+                    let said = std::fs::read_to_string(&err).unwrap_or_default();
+                    assert!(
+                        status.is_some_and(|s| s.success()),
+                        "the other writer's put: {} (3 tries); its stderr:\n{}",
+                        status.map_or("still running after 300 s".into(), |s| s.to_string()),
+                        common::tail(&said, 4000)
+                    );
+                    if !said.trim().is_empty() {
+                        eprintln!("the other writer's put, tried again:\n{said}");
+                    }
                 })
             }
         }

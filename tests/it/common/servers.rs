@@ -165,22 +165,37 @@ pub fn azurite() -> Server {
     server
 }
 
+/// How many times [`azurite_put`] tries its upload (each put is idempotent).
+const AZURITE_PUT_TRIES: u32 = 3;
+
 /// Put folder `dir` into container `container` of `azurite` under `prefix`
-/// (scripts/azurite_upload.py).
+/// (scripts/azurite_upload.py). A failed upload is printed (its stderr) and tried again,
+/// three times in all; the last one's stderr fails the test.
 pub fn azurite_put(azurite: &Server, container: &str, dir: &Path, prefix: &str) {
     let python = super::venv_python("ZARRFS_TEST_PYTHON", "venv-zarr3");
-    let out = Command::new(python)
-        .arg(crate::common::repo().join("scripts/azurite_upload.py"))
-        .arg(format!("{}/devstoreaccount1", azurite.url()))
-        .arg(container)
-        .arg(dir)
-        .arg(prefix)
-        .output()
-        .expect("run azurite_upload.py");
-    assert!(
-        out.status.success(),
-        "azurite_upload.py: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let mut failure = String::new();
+    for attempt in 1..=AZURITE_PUT_TRIES {
+        let out = Command::new(&python)
+            .arg(crate::common::repo().join("scripts/azurite_upload.py"))
+            .arg(format!("{}/devstoreaccount1", azurite.url()))
+            .arg(container)
+            .arg(dir)
+            .arg(prefix)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run azurite_upload.py");
+        if out.status.success() {
+            return;
+        }
+        failure = format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+        eprintln!("azurite_upload.py, attempt {attempt} of {AZURITE_PUT_TRIES}: {failure}");
+        if attempt < AZURITE_PUT_TRIES {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    panic!(
+        "azurite_upload.py failed {AZURITE_PUT_TRIES} times; the last: {failure}\nazurite's log:\n{}",
+        super::tail(&azurite.log(), 4000)
     );
 }
 
@@ -278,6 +293,9 @@ pub fn nginx(root: &Path, dav: bool) -> Server {
     })
 }
 
+/// How long the fault proxy may take to reply to a control command.
+const PROXY_REPLY_GUARD: Duration = Duration::from_secs(60);
+
 /// The fault-injecting proxy in front of `upstream`, and its control connection.
 pub struct Proxy {
     pub server: Server,
@@ -312,6 +330,11 @@ impl Proxy {
             );
         };
         let stream = TcpStream::connect(("127.0.0.1", control)).expect("proxy control");
+        // A hung proxy fails the test (see `command`) instead of hanging it; the clone
+        // below is the same socket, with the same timeout.
+        stream
+            .set_read_timeout(Some(PROXY_REPLY_GUARD))
+            .expect("proxy control timeout");
         let reader = BufReader::new(stream.try_clone().expect("clone control"));
         Proxy {
             server: Server {
@@ -325,14 +348,29 @@ impl Proxy {
         }
     }
 
-    /// Send one control command; its reply.
+    /// Send one control command; its reply. A proxy that does not reply within a minute
+    /// fails the test, with its log.
     pub fn command(&self, command: &str) -> String {
         let mut guard = self.control.lock().expect("control lock");
         let (reader, writer) = &mut *guard;
-        writeln!(writer, "{command}").expect("proxy control write");
+        if let Err(e) = writeln!(writer, "{command}") {
+            panic!(
+                "proxy: {command}: control write: {e}; its log:\n{}",
+                super::tail(&self.server.log(), 4000)
+            );
+        }
         let mut reply = String::new();
-        reader.read_line(&mut reply).expect("proxy control read");
-        assert!(reply.starts_with("ok"), "proxy: {command}: {reply}");
+        if let Err(e) = reader.read_line(&mut reply) {
+            panic!(
+                "proxy: {command}: no reply within {PROXY_REPLY_GUARD:?} ({e}); its log:\n{}",
+                super::tail(&self.server.log(), 4000)
+            );
+        }
+        assert!(
+            reply.starts_with("ok"),
+            "proxy: {command}: {reply:?}; its log:\n{}",
+            super::tail(&self.server.log(), 4000)
+        );
         reply.trim().to_string()
     }
 
