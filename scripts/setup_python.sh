@@ -110,10 +110,14 @@ mypy'
 deploy_requirements='kubernetes-validate
 PyYAML'
 # numpy stays Debian's (osgeo is built against it): pip sees it through the system site
-# packages and installs no other.
-views_requirements='tifffile
+# packages and installs no other. The first line, a comment to pip, names the Debian
+# packages the venv sees, so that the venv is made again when they change (a venv made
+# before python3-numpy was installed would hold a numpy of its own, which osgeo cannot
+# use).
+views_requirements="# Debian: $(dpkg-query -W -f='${Package} ${Version} ' python3-gdal python3-numpy 2>/dev/null || true)
+tifffile
 SimpleITK
-pynrrd'
+pynrrd"
 
 # shellcheck source=scripts/test_cache.sh
 . "$repo_root/scripts/test_cache.sh"
@@ -177,7 +181,7 @@ make_venv venv-icechunk "$icechunk_requirements" "$(python312)"
 for name in venv-zarr3 venv-zarr2; do
     "$target_dir/$name/bin/python" -c 'import zarr, numcodecs, numpy; print("setup_python:", "zarr", zarr.__version__, "numcodecs", numcodecs.__version__, "numpy", numpy.__version__)'
 done
-"$target_dir/venv-views/bin/python" -c 'from osgeo import gdal; import numpy, tifffile, SimpleITK, nrrd; print("setup_python: views: GDAL", gdal.__version__, "numpy", numpy.__version__, "tifffile", tifffile.__version__, "SimpleITK", SimpleITK.Version_VersionString(), "pynrrd", nrrd.__version__)'
+"$target_dir/venv-views/bin/python" -c 'from osgeo import gdal, gdal_array; import numpy, tifffile, SimpleITK, nrrd; print("setup_python: views: GDAL", gdal.__version__, "numpy", numpy.__version__, "tifffile", tifffile.__version__, "SimpleITK", SimpleITK.Version_VersionString(), "pynrrd", nrrd.__version__)'
 "$target_dir/venv-refs/bin/python" -c 'import kerchunk, zarr, numcodecs, numpy, fsspec, h5py, netCDF4, xarray, h5netcdf, fastparquet, virtualizarr; print("setup_python: refs: kerchunk", kerchunk.__version__, "zarr", zarr.__version__, "numcodecs", numcodecs.__version__, "numpy", numpy.__version__, "fsspec", fsspec.__version__, "h5py", h5py.__version__, "HDF5", h5py.version.hdf5_version, "netCDF4", netCDF4.__version__, "netCDF-C", netCDF4.__netcdf4libversion__, "xarray", xarray.__version__, "h5netcdf", h5netcdf.__version__, "fastparquet", fastparquet.__version__, "virtualizarr", virtualizarr.__version__)'
 "$target_dir/venv-geo/bin/python" -c 'import rasterio, rioxarray, xarray, zarr, pyproj, netCDF4; print("setup_python: geo: rasterio", rasterio.__version__, "GDAL", rasterio.__gdal_version__, "rioxarray", rioxarray.__version__, "xarray", xarray.__version__, "zarr", zarr.__version__, "PROJ", pyproj.proj_version_str)'
 "$target_dir/venv-ome/bin/python" -c 'import ome_zarr, zarr, skimage, tifffile; print("setup_python: ome: ome-zarr", ome_zarr.__version__, "zarr", zarr.__version__, "scikit-image", skimage.__version__, "tifffile", tifffile.__version__)'

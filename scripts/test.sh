@@ -201,7 +201,7 @@ if [ -z "$quick" ]; then
         touch "$out/.made"
     }
     venvs=()
-    for v in target/venv-*; do venvs+=("$v=$(readlink "$v")"); done
+    for v in zarr3 zarr2 refs icechunk geo ome; do venvs+=("$v=$(readlink "target/venv-$v")"); done
     fixtures_key=$(cache_key scripts/make_*.py scripts/fixture_common.py "${venvs[@]}" \
         "$(gdalinfo --version)" "$(ncgen -version 2>&1 | head -1)" "$(/usr/bin/python3 -VV)")
     fixtures=$(cache_entry fixtures "$fixtures_key" build_fixtures)
