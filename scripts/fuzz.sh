@@ -66,7 +66,9 @@ build_afl() {
     PATH="$1/bin:$PATH" XDG_DATA_HOME="$1/afl-data" cargo afl config --build
 }
 cache_link afl "$(cache_key "$afl_version" "$(rustc -vV)")" target/tools/afl build_afl
-tools=$root/target/tools/afl
+# The entry's own path, not the clone's link to it: cargo-afl puts it into RUSTFLAGS,
+# which must stay the same from clone to clone for the saved build to be of use.
+tools=$(cd target/tools/afl && pwd -P)
 export PATH="$tools/bin:$PATH"
 export XDG_DATA_HOME="$tools/afl-data"
 export CARGO_TARGET_DIR="$root/target/fuzz"
