@@ -26,6 +26,11 @@ esac
 # shellcheck source=scripts/test_cache.sh
 . scripts/test_cache.sh
 mkdir -p target
+# zarrfs itself is compiled incrementally (its dependencies never are): a restored build
+# then compiles again only the parts of the crate that a change touched, in each of its
+# builds (the default one, the one without FUSE, the tests, the fuzz targets). Every
+# cargo command of the run sees it, or cargo would build again what the others built.
+export CARGO_INCREMENTAL=1
 
 # Step times: `step NAME BUDGET` ends the step begun at the last call; the table at the
 # end sets each against its budget (seconds, on a machine where the suite ran before).
@@ -112,11 +117,6 @@ step "installing Debian's packages" 30
 build_all() {
     local began=$SECONDS
     cache_restore_target
-    # zarrfs itself is compiled incrementally (its dependencies never are): a restored
-    # build then compiles again only the parts of the crate that a change touched, in
-    # each of its builds (the default one, the one without FUSE, the tests, the fuzz
-    # targets).
-    export CARGO_INCREMENTAL=1
     cargo fmt --check
     cargo clippy --release --all-targets -- -D warnings
     echo "test.sh: build: fmt and clippy took $((SECONDS - began)) s"
