@@ -352,19 +352,23 @@ io_pass() {
         run_it --test-threads=2 "${@:2}"
 }
 # The two modes run side by side (their tests share no files, ports or mountpoints; most
-# of their time is waiting), each into its own log, printed when both are done.
-io_pass direct "${io_tests[@]}" >target/test-io-direct.log 2>&1 &
+# of their time is waiting), each into its own log, printed when both are done; in each,
+# the groups apart come after the others, one after the other.
+io_mode() {
+    local io=$1 t rc=0
+    io_pass "$io" "${io_tests[@]}" || rc=1
+    for t in "${apart[@]}"; do
+        mapfile -t these < <(printf '%s\n' "${io_apart[@]}" | grep "^$t")
+        io_pass "$io" "${these[@]}" || rc=1
+    done
+    return $rc
+}
+io_mode direct >target/test-io-direct.log 2>&1 &
 direct_pid=$!
-io_pass cache "${io_tests[@]}" >target/test-io-cache.log 2>&1 && cache_rc=0 || cache_rc=$?
+io_mode cache >target/test-io-cache.log 2>&1 && cache_rc=0 || cache_rc=$?
 wait $direct_pid && direct_rc=0 || direct_rc=$?
 cat target/test-io-direct.log target/test-io-cache.log
 [ "$direct_rc" -eq 0 ] && [ "$cache_rc" -eq 0 ] || { echo "test.sh: an io pass failed (direct $direct_rc, cache $cache_rc)" >&2; exit 1; }
-for io in direct cache; do
-    for t in "${apart[@]}"; do
-        mapfile -t these < <(printf '%s\n' "${io_apart[@]}" | grep "^$t")
-        io_pass "$io" "${these[@]}"
-    done
-done
 step "the io passes (direct and cache)" 240
 
 # The fixtures are shared by every run on the machine: no test may change them.

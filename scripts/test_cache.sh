@@ -128,6 +128,7 @@ cache_restore_target() {
     cp -a --reflink=auto "$saved"/. target/
     rm -f target/.saved-tree-hashes
     echo "test cache: restored the cargo build in $((SECONDS - began)) s ($(du -sh target/release | cut -f1))" >&2
+    touch target/.restored
     local same
     same=$(sort target/.tree-hashes | comm -12 - <(sort "$saved/.saved-tree-hashes") | cut -d' ' -f2-)
     [ -z "$same" ] || printf '%s\n' "$same" | tr '\n' '\0' | xargs -0 touch -h -d "@$cache_old_time"
@@ -139,6 +140,11 @@ cache_restore_target() {
 # fuzz) with the tree hashes it was built from (taken by cache_restore_target before the
 # build began), replacing the saved one.
 cache_save_target() {
+    # Nothing compiled since the restore: the saved build is this one already.
+    if [ -e target/.restored ] && [ -z "$(find target/release target/fuzz -newer target/.restored -type f -print -quit 2>/dev/null)" ]; then
+        echo "test cache: the saved cargo build is up to date" >&2
+        return 0
+    fi
     local key began=$SECONDS
     key=$(cache_target_key)
     local dir="$cache_root/cargo"

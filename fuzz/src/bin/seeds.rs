@@ -23,7 +23,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::metadata::{CodecSpec, Format};
-use zarrfs::store::{FolderStore, Store, StoreExt};
+use zarrfs::store::{FolderStore, StoreExt};
 use zarrfs_fuzz::{pack, KEY_END, RECORD};
 
 /// Chunks larger than this are left out of seeds (small seeds fuzz faster).
