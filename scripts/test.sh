@@ -107,7 +107,7 @@ if ! id -u zarrfs-test >/dev/null 2>&1; then
     echo "test.sh: creating the system user zarrfs-test"
     useradd --system --no-create-home --shell /usr/sbin/nologin zarrfs-test
 fi
-step "installing Debian's packages" 30
+step "installing Debian's packages" 10
 
 # --- The builds (cargo), in the background while the caches are made ---
 # Every cargo build of the run, in one job: the cargo build restored from the test cache
@@ -215,7 +215,7 @@ if [ -z "$quick" ]; then
     azurite_version=3.35.0
     build_azurite() { npm install --prefix "$1" --no-audit --no-fund --silent "azurite@$azurite_version"; }
     cache_link azurite "$(cache_key "$azurite_version" "$(node --version)")" target/tools/azurite build_azurite
-    step "the caches (venvs, fixtures, servers)" 60
+    step "the caches (venvs, fixtures, servers)" 30
 fi
 
 build_rc=0
@@ -227,7 +227,7 @@ cat target/test-build.log
 [ -z "$tools_pid" ] || cat target/test-tools.log
 [ "$build_rc" -eq 0 ] || { echo "test.sh: the build failed" >&2; exit 1; }
 [ "$tools_rc" -eq 0 ] || { echo "test.sh: building the test servers failed" >&2; exit 1; }
-step "the builds (after the caches)" 420
+step "the builds (after the caches)" 180
 
 # The test binary of the end-to-end suites, and the tests that need neither a server nor
 # a fixture (the daily loop's).
@@ -341,11 +341,11 @@ for t in "${apart[@]}"; do skip_apart+=(--skip "$t"); done
 cargo test --release --lib --bins --test memory --test fuzz_regressions -- --test-threads=2
 run_it --test-threads=2 --skip serve::the_build_without_fuse "${skip_apart[@]}"
 for t in "${apart[@]}"; do run_it --test-threads=2 "$t"; done
-step "every test (io auto)" 480
+step "every test (io auto)" 600
 
 ZARRFS_TEST_BIN="$root/target/zarrfs-no-fuse" run_it --test-threads=2 --exact \
     serve::the_build_without_fuse_serves_every_fixture_array
-step "the build without FUSE" 60
+step "the build without FUSE" 10
 
 io_pass() {
     ZARRFS_TEST_IO=$1 ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
@@ -369,7 +369,7 @@ io_mode cache >target/test-io-cache.log 2>&1 && cache_rc=0 || cache_rc=$?
 wait $direct_pid && direct_rc=0 || direct_rc=$?
 cat target/test-io-direct.log target/test-io-cache.log
 [ "$direct_rc" -eq 0 ] && [ "$cache_rc" -eq 0 ] || { echo "test.sh: an io pass failed (direct $direct_rc, cache $cache_rc)" >&2; exit 1; }
-step "the io passes (direct and cache)" 240
+step "the io passes (direct and cache)" 270
 
 # The fixtures are shared by every run on the machine: no test may change them.
 changed=$(find "$fixtures"/ -newer "$fixtures/.made" ! -type d -print | head -5)
@@ -377,5 +377,5 @@ changed=$(find "$fixtures"/ -newer "$fixtures/.made" ! -type d -print | head -5)
 
 # Fuzz smoke run: every fuzz target (fuzz/) for 15 s under afl-fuzz; fails on a crash.
 bash scripts/fuzz.sh 15
-step "fuzz smoke run" 90
+step "fuzz smoke run" 100
 table 1200
