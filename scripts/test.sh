@@ -149,8 +149,7 @@ build_tools() {
     build_s3s() { cargo install --quiet --root "$1" s3s-fs --version 0.14.1 --features binary --locked; }
     local s3s
     s3s=$(cache_entry s3s-fs "$(cache_key 0.14.1 "$(rustc -vV)")" build_s3s)
-    mkdir -p target/tools/bin
-    ln -sfn "$s3s/bin/s3s-fs" target/tools/bin/s3s-fs
+    cache_point target/tools/bin/s3s-fs "$s3s/bin/s3s-fs"
     build_zarrs_read() {
         CARGO_TARGET_DIR="$1" cargo build --release -q --manifest-path benches/zarrs-read/Cargo.toml
     }
@@ -206,8 +205,7 @@ if [ -z "$quick" ]; then
         "$(gdalinfo --version)" "$(ncgen -version 2>&1 | head -1)" "$(/usr/bin/python3 -VV)")
     fixtures=$(cache_entry fixtures "$fixtures_key" build_fixtures)
     for part in fixtures hostile fixtures-zip; do
-        rm -rf "target/$part"
-        ln -sfn "$fixtures/$part" "target/$part"
+        cache_point "target/$part" "$fixtures/$part"
     done
 
     # The Azure test server: Azurite (the Azure Storage emulator) from npm. 3.35.0 runs on

@@ -71,9 +71,15 @@ cache_link() {
     shift 3
     local entry
     entry=$(cache_entry "$kind" "$key" "$@") || return 1
-    mkdir -p "$(dirname "$link")"
-    if [ -e "$link" ] && ! [ -L "$link" ]; then rm -rf "$link"; fi
-    ln -sfn "$entry" "$link"
+    cache_point "$link" "$entry"
+}
+
+# cache_point LINK PATH: LINK (under target/) becomes a symbolic link to PATH in the
+# cache, whatever an earlier run left at LINK.
+cache_point() {
+    mkdir -p "$(dirname "$1")"
+    if [ -e "$1" ] && ! [ -L "$1" ]; then rm -rf "$1"; fi
+    ln -sfn "$2" "$1"
 }
 
 # cache_prune KIND: removes the entries of KIND not used for a week (a link's time is its
