@@ -336,10 +336,15 @@ export ZARRFS_TEST_PYTHON="$root/target/venv-zarr3/bin/python"
 # own, then the end-to-end suites, the groups apart one after the other.
 skip_apart=()
 for t in "${apart[@]}"; do skip_apart+=(--skip "$t"); done
+# The fuzz smoke run goes beside them: every fuzz target (fuzz/) for 15 s under afl-fuzz,
+# niced (the tests come first), failing on a crash; its log is printed at its step.
+bash scripts/fuzz.sh 15 >target/test-fuzz.log 2>&1 &
+fuzz_pid=$!
+trap 'kill $fuzz_pid 2>/dev/null || true' EXIT
 cargo test --release --lib --bins --test memory --test fuzz_regressions -- --test-threads=2
 run_it --test-threads=2 --skip serve::the_build_without_fuse "${skip_apart[@]}"
 for t in "${apart[@]}"; do run_it --test-threads=2 "$t"; done
-step "every test (io auto)" 600
+step "every test (io auto)" 660
 
 ZARRFS_TEST_BIN="$root/target/zarrfs-no-fuse" run_it --test-threads=2 --exact \
     serve::the_build_without_fuse_serves_every_fixture_array
@@ -367,13 +372,17 @@ io_mode cache >target/test-io-cache.log 2>&1 && cache_rc=0 || cache_rc=$?
 wait $direct_pid && direct_rc=0 || direct_rc=$?
 cat target/test-io-direct.log target/test-io-cache.log
 [ "$direct_rc" -eq 0 ] && [ "$cache_rc" -eq 0 ] || { echo "test.sh: an io pass failed (direct $direct_rc, cache $cache_rc)" >&2; exit 1; }
-step "the io passes (direct and cache)" 270
+step "the io passes (direct and cache)" 300
 
 # The fixtures are shared by every run on the machine: no test may change them.
 changed=$(find "$fixtures"/ -newer "$fixtures/.made" ! -type d -print | head -5)
 [ -z "$changed" ] || { echo "test.sh: tests changed the shared fixtures:" >&2; echo "$changed" >&2; exit 1; }
 
-# Fuzz smoke run: every fuzz target (fuzz/) for 15 s under afl-fuzz; fails on a crash.
-bash scripts/fuzz.sh 15
-step "fuzz smoke run" 100
+# The fuzz smoke run, begun beside the tests.
+fuzz_rc=0
+wait $fuzz_pid || fuzz_rc=$?
+trap - EXIT
+cat target/test-fuzz.log
+[ "$fuzz_rc" -eq 0 ] || { echo "test.sh: the fuzz smoke run failed" >&2; exit 1; }
+step "fuzz smoke run (the rest of it)" 10
 table 1200
