@@ -240,6 +240,28 @@ for line in sys.stdin:
 run_it() {
     CARGO_MANIFEST_DIR=$root CARGO_BIN_EXE_zarrfs=$root/target/release/zarrfs "$it_bin" "$@"
 }
+# The suites' times: note_test_ends passes the test binary's output on as it comes and
+# notes the second at which each test ended in target/test-times.log; suite_times then
+# prints, for each suite, the seconds from the end of the suite before it (or from BEGAN)
+# to the end of its last test. libtest hands the tests out in the order of their names,
+# so the suites run one after the other, overlapping only at their edges.
+note_test_ends() {
+    local line
+    while IFS= read -r line; do
+        printf '%s\n' "$line"
+        case $line in
+            "test "*" ... "*) printf '%s %s\n' "$SECONDS" "${line#test }" >>target/test-times.log ;;
+        esac
+    done
+}
+suite_times() {
+    echo "test.sh: the suites' times (s) in $2, each from the end of the one before"
+    awk -v began="$1" '{ split($2, p, "::"); s = p[1]; if (!(s in end)) order[n++] = s; end[s] = $1 }
+        END { prev = began
+              for (i = 0; i < n; i++) { t = end[order[i]] - prev; if (t < 0) t = 0
+                  printf "  %-16s %5d\n", order[i], t; if (end[order[i]] > prev) prev = end[order[i]] } }' \
+        target/test-times.log
+}
 quick_tests=(layers:: view_props:: store_suite::folder_store store_suite::store_opener_on_a_folder store_suite::memory)
 # The suites that would disturb others, or that others would disturb, run apart, one
 # group after the other:
@@ -342,8 +364,15 @@ bash scripts/fuzz.sh 15 >target/test-fuzz.log 2>&1 &
 fuzz_pid=$!
 trap 'kill $fuzz_pid 2>/dev/null || true' EXIT
 cargo test --release --lib --bins --test memory --test fuzz_regressions -- --test-threads=2
-run_it --test-threads=2 --skip serve::the_build_without_fuse "${skip_apart[@]}"
-for t in "${apart[@]}"; do run_it --test-threads=2 "$t"; done
+rm -f target/test-times.log
+began=$SECONDS
+run_it --test-threads=2 --skip serve::the_build_without_fuse "${skip_apart[@]}" | note_test_ends
+suite_times "$began" "the suites together"
+for t in "${apart[@]}"; do
+    began=$SECONDS
+    run_it --test-threads=2 "$t"
+    echo "test.sh: ${t%::} (apart) took $((SECONDS - began)) s"
+done
 step "every test (io auto)" 660
 
 ZARRFS_TEST_BIN="$root/target/zarrfs-no-fuse" run_it --test-threads=2 --exact \

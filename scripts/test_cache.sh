@@ -130,7 +130,7 @@ cache_copy_build() {
     shift 2
     local parts=("$@")
     [ ${#parts[@]} -gt 0 ] || parts=(.)
-    mkdir -p "$to"
+    mkdir -p "$to" && to=$(cd "$to" && pwd) || return 1
     (cd "$from" && find "${parts[@]}" \( -type d -o ! "${cache_build_linked[@]}" \) -print0 |
         tar --null --no-recursion -T - -cf -) | tar -C "$to" -xpf - || return 1
     local list
