@@ -56,7 +56,7 @@ mkdir -p target
 exec 9>target/fuzz.lock
 flock 9
 
-# cargo-afl, pinned to the afl crate of fuzz/Cargo.lock, and AFL++ itself (afl-fuzz and
+# cargo-afl, pinned to the afl crate of Cargo.lock, and AFL++ itself (afl-fuzz and
 # the LLVM runtime), built from source for this rustc.
 afl_version=0.18.2
 # shellcheck source=scripts/test_cache.sh
@@ -74,7 +74,7 @@ export XDG_DATA_HOME="$tools/afl-data"
 export CARGO_TARGET_DIR="$root/target/fuzz"
 
 echo "fuzz.sh: building the fuzz targets"
-(cd fuzz && nice -n 10 cargo afl build --release)
+nice -n 10 cargo afl build --release -p zarrfs-fuzz
 bin=$CARGO_TARGET_DIR/release
 [ -z "$build_only" ] || exit 0
 

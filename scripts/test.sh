@@ -110,17 +110,20 @@ fi
 step "installing Debian's packages" 10
 
 # --- The builds (cargo), in the background while the caches are made ---
-# Every cargo build of the run, in one job: the cargo build restored from the test cache
-# (only what changed since is compiled), fmt and clippy, the wheel (maturin links the
-# binary of this same build), the build without FUSE, the test binaries, the fuzz targets;
-# then the saved cargo build is replaced by this one.
+# The cargo builds the tests need, in one job: the cargo build restored from the test
+# cache (only what changed since is compiled), fmt, the wheel (maturin links the binary
+# of this same build), the build without FUSE, the test binaries. Clippy and the fuzz
+# targets are built later, beside the tests (--quick: clippy here), and the cargo build
+# is saved after them.
 build_all() {
     local began=$SECONDS
     cache_restore_target
     cargo fmt --check
-    cargo clippy --release --all-targets -- -D warnings
-    echo "test.sh: build: fmt and clippy took $((SECONDS - began)) s"
-    [ -z "$quick" ] || { cargo test --release --no-run; return; }
+    if [ -n "$quick" ]; then
+        cargo clippy --release --all-targets -- -D warnings
+        cargo test --release --no-run
+        return
+    fi
     # The pip wheel that tests/it/wheel.rs installs (maturin in the cache's venv-wheel).
     bash scripts/build-wheel.sh
     # The build without FUSE (`zarrfs serve`, `cat`, `inspect`, `header`; no fuser in its
@@ -136,9 +139,6 @@ build_all() {
     cargo build --release "${no_fuse[@]}" --bin zarrfs
     cp target/release/zarrfs target/zarrfs-no-fuse
     cargo test --release --no-run
-    # The fuzz targets (AFL-instrumented, target/fuzz), run after the tests.
-    bash scripts/fuzz.sh --build
-    cache_save_target
     echo "test.sh: build: everything took $((SECONDS - began)) s"
 }
 # The test servers and readers built from crates.io, each an entry of the test cache:
@@ -227,18 +227,29 @@ cat target/test-build.log
 [ "$tools_rc" -eq 0 ] || { echo "test.sh: building the test servers failed" >&2; exit 1; }
 step "the builds (after the caches)" 180
 
-# The test binary of the end-to-end suites, and the tests that need neither a server nor
-# a fixture (the daily loop's).
-it_bin=$(cargo test --release --no-run --message-format=json --test it 2>/dev/null | python3 -c 'import json, sys
+# The test binaries of this build, as cargo lists them ("NAME PATH" a line): the unit
+# tests of the library (zarrfs) and of the binary (zarrfs too), memory, fuzz_regressions,
+# and it, the end-to-end suites. The run starts them itself, so that no cargo command of
+# its own waits for the target directory while clippy holds it.
+mapfile -t test_bins < <(cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "it":
-        print(m["executable"])')
-[ -x "$it_bin" ] || { echo "test.sh: no test binary it" >&2; exit 1; }
-# Run as cargo test runs it: the tests find the repository and the binary under test in
-# the environment (tests/it/common: repo, zarrfs).
-run_it() {
-    CARGO_MANIFEST_DIR=$root CARGO_BIN_EXE_zarrfs=$root/target/release/zarrfs "$it_bin" "$@"
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["target"]["name"], m["executable"])')
+it_bin=$(printf '%s\n' "${test_bins[@]}" | sed -n 's/^it //p')
+[ ${#test_bins[@]} -eq 5 ] && [ -x "$it_bin" ] || { echo "test.sh: not the five test binaries: ${test_bins[*]}" >&2; exit 1; }
+# Run as cargo test runs them: from the repository, which the tests find in the
+# environment with the binary under test (tests/it/common: repo, zarrfs).
+run_bin() {
+    CARGO_MANIFEST_DIR=$root CARGO_BIN_EXE_zarrfs=$root/target/release/zarrfs "$@"
+}
+run_it() { run_bin "$it_bin" "$@"; }
+# The unit tests, memory and fuzz_regressions: every test binary but it.
+run_others() {
+    local b
+    for b in "${test_bins[@]}"; do
+        [ "${b%% *}" = it ] || run_bin "${b#* }" "$@" || return 1
+    done
 }
 # The suites' times: note_test_ends passes the test binary's output on as it comes and
 # notes the second at which each test ended in target/test-times.log; suite_times then
@@ -345,7 +356,7 @@ for t in "${io_tests[@]}" "${io_apart[@]}" "${apart[@]}" "${quick_tests[@]}"; do
 done
 
 if [ -n "$quick" ]; then
-    cargo test --release --lib --bins --test memory --test fuzz_regressions -- --test-threads=2
+    run_others --test-threads=2
     run_it --test-threads=2 "${quick_tests[@]}"
     step "unit and end-to-end tests (quick)" 60
     table 180
@@ -358,22 +369,37 @@ export ZARRFS_TEST_PYTHON="$root/target/venv-zarr3/bin/python"
 # own, then the end-to-end suites, the groups apart one after the other.
 skip_apart=()
 for t in "${apart[@]}"; do skip_apart+=(--skip "$t"); done
-# The fuzz smoke run goes beside them: every fuzz target (fuzz/) for 15 s under afl-fuzz,
-# niced (the tests come first), failing on a crash; its log is printed at its step.
-bash scripts/fuzz.sh 15 >target/test-fuzz.log 2>&1 &
-fuzz_pid=$!
-trap 'kill $fuzz_pid 2>/dev/null || true' EXIT
-cargo test --release --lib --bins --test memory --test fuzz_regressions -- --test-threads=2
+# Beside them, niced (the tests come first): clippy with -D warnings, the fuzz targets'
+# build (AFL-instrumented, target/fuzz), and the fuzz smoke run, every fuzz target for
+# 15 s under afl-fuzz, failing on a crash. Their log is printed when the suites are done.
+beside() {
+    nice -n 19 cargo clippy --release --all-targets -- -D warnings
+    nice -n 19 bash scripts/fuzz.sh --build
+    bash scripts/fuzz.sh 15
+}
+beside >target/test-beside.log 2>&1 &
+beside_pid=$!
+trap 'kill $beside_pid 2>/dev/null || true' EXIT
+run_others --test-threads=2
 rm -f target/test-times.log
 began=$SECONDS
 run_it --test-threads=2 --skip serve::the_build_without_fuse "${skip_apart[@]}" | note_test_ends
 suite_times "$began" "the suites together"
+beside_rc=0
+wait $beside_pid || beside_rc=$?
+trap - EXIT
+cat target/test-beside.log
+[ "$beside_rc" -eq 0 ] || { echo "test.sh: clippy or the fuzz smoke run failed" >&2; exit 1; }
+step "every test (io auto), clippy and fuzzing beside" 600
+# Every build of the run is done: it becomes the saved cargo build (scripts/test_cache.sh).
+cache_save_target
+step "the cargo build saved" 30
 for t in "${apart[@]}"; do
     began=$SECONDS
     run_it --test-threads=2 "$t"
     echo "test.sh: ${t%::} (apart) took $((SECONDS - began)) s"
 done
-step "every test (io auto)" 660
+step "the suites apart (io auto)" 270
 
 ZARRFS_TEST_BIN="$root/target/zarrfs-no-fuse" run_it --test-threads=2 --exact \
     serve::the_build_without_fuse_serves_every_fixture_array
@@ -407,11 +433,4 @@ step "the io passes (direct and cache)" 300
 changed=$(find "$fixtures"/ -newer "$fixtures/.made" ! -type d -print | head -5)
 [ -z "$changed" ] || { echo "test.sh: tests changed the shared fixtures:" >&2; echo "$changed" >&2; exit 1; }
 
-# The fuzz smoke run, begun beside the tests.
-fuzz_rc=0
-wait $fuzz_pid || fuzz_rc=$?
-trap - EXIT
-cat target/test-fuzz.log
-[ "$fuzz_rc" -eq 0 ] || { echo "test.sh: the fuzz smoke run failed" >&2; exit 1; }
-step "fuzz smoke run (the rest of it)" 10
 table 1200
