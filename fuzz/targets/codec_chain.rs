@@ -6,7 +6,7 @@
 //! panic, and a decoded chunk has exactly the chunk's number of elements.
 
 use serde_json::Value;
-use zarrfs::codec::{UnitData, UnitRepr, CodecChain};
+use zarrfs::codec::{CodecChain, UnitData, UnitRepr};
 use zarrfs::limits::MAX_BUFFER;
 use zarrfs::metadata::{dtype, fill, parse_json, CodecSpec};
 use zarrfs_fuzz::{CappedAlloc, RECORD};

@@ -10,14 +10,14 @@
 
 use std::sync::Arc;
 
-use zarrfs::read::array::Array;
-use zarrfs::read::cache::UnitCache;
+use zarrfs::cli::inspect;
 use zarrfs::fs::{FileKind, FsOptions, ZarrFs, ROOT};
 use zarrfs::hierarchy::{Hierarchy, Node};
-use zarrfs::cli::inspect;
-use zarrfs::store::Store;
+use zarrfs::read::array::Array;
+use zarrfs::read::cache::UnitCache;
 use zarrfs::read::readahead::Cursor;
 use zarrfs::read::view::{Layout, Order, View};
+use zarrfs::store::Store;
 use zarrfs_fuzz::{first_indices, store_from, CappedAlloc};
 
 #[global_allocator]

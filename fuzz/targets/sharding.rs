@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use zarrfs::read::array::Array;
-use zarrfs::codec::{UnitRepr, CodecChain};
+use zarrfs::codec::{CodecChain, UnitRepr};
 use zarrfs::hierarchy::{Hierarchy, Node};
+use zarrfs::read::array::Array;
 use zarrfs::store::{MemoryStore, Store};
 use zarrfs_fuzz::{first_indices, CappedAlloc, RECORD};
 

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use arbitrary::Arbitrary;
 use serde_json::{json, Value};
+use zarrfs::codec::{CodecChain, UnitData, UnitRepr};
+use zarrfs::hierarchy::{Hierarchy, Node};
 use zarrfs::read::array::Array;
 use zarrfs::read::cache::UnitCache;
-use zarrfs::codec::{UnitData, UnitRepr, CodecChain};
-use zarrfs::hierarchy::{Hierarchy, Node};
-use zarrfs::store::{MemoryStore, Store};
 use zarrfs::read::readahead::Cursor;
 use zarrfs::read::view::{Layout, Now, Order, View};
+use zarrfs::store::{MemoryStore, Store};
 use zarrfs_fuzz::{first_indices, CappedAlloc};
 
 #[global_allocator]
@@ -271,9 +271,7 @@ fn run(case: Case) {
         if only_fill {
             fill_only.insert(idx.clone());
         }
-        let encoded = chain
-            .encode(UnitData::Fixed(bytes))
-            .expect("chunk encodes");
+        let encoded = chain.encode(UnitData::Fixed(bytes)).expect("chunk encodes");
         store.insert(meta.chunk_key(&idx), encoded);
     }
 
@@ -337,7 +335,9 @@ fn run(case: Case) {
             &reference[start..start + len.min(reference.len() - start)]
         };
         let mut buf = vec![0u8; len];
-        let n = view.read_at(&Cursor::default(), offset, &mut buf).expect("read_at succeeds");
+        let n = view
+            .read_at(&Cursor::default(), offset, &mut buf)
+            .expect("read_at succeeds");
         assert_eq!(&buf[..n], expect, "read_at({offset}, {len})");
         if let Some(slice) = view
             .read_in_place(&Cursor::default(), offset, len)
@@ -345,7 +345,10 @@ fn run(case: Case) {
         {
             assert_eq!(slice.bytes(), expect, "read_in_place({offset}, {len})");
         }
-        match view.read_now(&Cursor::default(), offset, &mut buf).expect("read_now succeeds") {
+        match view
+            .read_now(&Cursor::default(), offset, &mut buf)
+            .expect("read_now succeeds")
+        {
             Now::InPlace(slice) => assert_eq!(slice.bytes(), expect, "read_now in place"),
             Now::Copied(n) => assert_eq!(&buf[..n], expect, "read_now({offset}, {len})"),
             Now::Later => {}
