@@ -228,8 +228,11 @@ cache_sweep_build() {
 # fuzz) with the tree hashes it was built from (taken by cache_restore_target before the
 # build began), replacing the saved one; the units this run did not use are swept first.
 cache_save_target() {
-    # Nothing compiled since the restore: the saved build is this one already.
-    if [ -e target/.restored ] && [ -z "$(find target/release target/fuzz -newer target/.restored -type f -print -quit 2>/dev/null)" ]; then
+    # Nothing compiled since the restore (no output of rustc or of a build script is
+    # newer; cargo rewrites its lock and the top-level .d files on every command): the
+    # saved build is this one already.
+    local outputs=(target/release/deps target/release/build target/fuzz/release/deps target/fuzz/release/build)
+    if [ -e target/.restored ] && [ -z "$(find "${outputs[@]}" -newer target/.restored -type f -print -quit 2>/dev/null)" ]; then
         echo "test cache: the saved cargo build is up to date" >&2
         return 0
     fi
