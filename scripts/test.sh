@@ -213,7 +213,7 @@ if [ -z "$quick" ]; then
     azurite_version=3.35.0
     build_azurite() { npm install --prefix "$1" --no-audit --no-fund --silent "azurite@$azurite_version"; }
     cache_link azurite "$(cache_key "$azurite_version" "$(node --version)")" target/tools/azurite build_azurite
-    step "the caches (venvs, fixtures, servers)" 30
+    step "the caches (venvs, fixtures, servers)" 20
 fi
 
 build_rc=0
@@ -225,7 +225,7 @@ cat target/test-build.log
 [ -z "$tools_pid" ] || cat target/test-tools.log
 [ "$build_rc" -eq 0 ] || { echo "test.sh: the build failed" >&2; exit 1; }
 [ "$tools_rc" -eq 0 ] || { echo "test.sh: building the test servers failed" >&2; exit 1; }
-step "the builds (after the caches)" 180
+step "the builds (after the caches)" 40
 
 # The test binaries of this build, as cargo lists them ("NAME PATH" a line): the unit
 # tests of the library (zarrfs) and of the binary (zarrfs too), memory, fuzz_regressions,
@@ -390,20 +390,20 @@ wait $beside_pid || beside_rc=$?
 trap - EXIT
 cat target/test-beside.log
 [ "$beside_rc" -eq 0 ] || { echo "test.sh: clippy or the fuzz smoke run failed" >&2; exit 1; }
-step "every test (io auto), clippy and fuzzing beside" 600
+step "every test (io auto), clippy and fuzzing beside" 540
 # Every build of the run is done: it becomes the saved cargo build (scripts/test_cache.sh).
 cache_save_target
-step "the cargo build saved" 30
+step "the cargo build saved" 20
 for t in "${apart[@]}"; do
     began=$SECONDS
     run_it --test-threads=2 "$t"
     echo "test.sh: ${t%::} (apart) took $((SECONDS - began)) s"
 done
-step "the suites apart (io auto)" 270
+step "the suites apart (io auto)" 260
 
 ZARRFS_TEST_BIN="$root/target/zarrfs-no-fuse" run_it --test-threads=2 --exact \
     serve::the_build_without_fuse_serves_every_fixture_array
-step "the build without FUSE" 10
+step "the build without FUSE" 5
 
 io_pass() {
     ZARRFS_TEST_IO=$1 ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
@@ -427,7 +427,7 @@ io_mode cache >target/test-io-cache.log 2>&1 && cache_rc=0 || cache_rc=$?
 wait $direct_pid && direct_rc=0 || direct_rc=$?
 cat target/test-io-direct.log target/test-io-cache.log
 [ "$direct_rc" -eq 0 ] && [ "$cache_rc" -eq 0 ] || { echo "test.sh: an io pass failed (direct $direct_rc, cache $cache_rc)" >&2; exit 1; }
-step "the io passes (direct and cache)" 300
+step "the io passes (direct and cache)" 305
 
 # The fixtures are shared by every run on the machine: no test may change them.
 changed=$(find "$fixtures"/ -newer "$fixtures/.made" ! -type d -print | head -5)
