@@ -351,6 +351,12 @@ impl Filesystem for FuseAdapter {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let name = name.to_string_lossy().into_owned();
+        // Every attribute of zarrfs is a `user.` one. The others, which tools ask of
+        // every file (`ls -l`: security.selinux, system.posix_acl_access), are answered
+        // here, at the cost of the round trip alone.
+        if !name.starts_with("user.") {
+            return reply.error(Errno::NO_XATTR);
+        }
         if name == MATERIALIZED_XATTR {
             return xattr_reply(reply, size, self.serving.materialized(ino.0).as_bytes());
         }

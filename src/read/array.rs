@@ -5,11 +5,9 @@
 //! (`store::Spans`, within one budget for the arrays of a hierarchy) when the store wants
 //! large requests.
 
-use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use lru::LruCache;
 use parking_lot::Mutex;
 
 use crate::codec::sharding::EMPTY;
@@ -18,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::hierarchy::Hierarchy;
 use crate::metadata::ArrayMetadata;
 use crate::read::decoding;
+use crate::read::recent::Recent;
 use crate::store::{ByteRange, Spans, Store, Value, Version};
 
 /// A shard's decoded index, and the version of the shard it was read from.
@@ -38,7 +37,7 @@ pub struct Array {
     names_bytes: bool,
     /// The ids of units lately asked for (an array's store is at one version, so a
     /// unit's id never changes; asking the store again costs a lookup per read).
-    unit_ids: Mutex<LruCache<Vec<u64>, u64>>,
+    unit_ids: Mutex<Recent<Vec<u64>, u64>>,
     pub meta: Arc<ArrayMetadata>,
     store: Arc<dyn Store>,
     /// The codec chain; `None` when a decoded chunk would be larger than zarrfs decodes
@@ -47,9 +46,9 @@ pub struct Array {
     /// The shape of one read unit: the chunk, or the inner chunk of a shard.
     unit_shape: Vec<u64>,
     unit_repr: UnitRepr,
-    shard_indexes: Mutex<LruCache<String, Option<Arc<ShardIndex>>>>,
+    shard_indexes: Mutex<Recent<String, Option<Arc<ShardIndex>>>>,
     /// Shards lately hinted to the store (see [`Array::will_need`]).
-    hinted_shards: Mutex<LruCache<String, ()>>,
+    hinted_shards: Mutex<Recent<String, ()>>,
     /// Runs of inner chunks fetched together (stores that want large requests), within
     /// the budget of its store's arrays.
     spans: Spans,
@@ -124,20 +123,20 @@ impl Array {
             shape: unit_shape.clone(),
             ..repr
         };
-        let capacity = NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN);
+        let capacity = 1024;
         Ok(Array {
             id: super::scope::array_id(&store, &meta),
             rewrites: AtomicU64::new(0),
             decoding: super::scope::decoding(&meta),
             names_bytes: store.names_bytes(),
-            unit_ids: Mutex::new(LruCache::new(capacity)),
+            unit_ids: Mutex::new(Recent::new(capacity)),
             meta,
             store,
             chain,
             unit_shape,
             unit_repr,
-            shard_indexes: Mutex::new(LruCache::new(capacity)),
-            hinted_shards: Mutex::new(LruCache::new(capacity)),
+            shard_indexes: Mutex::new(Recent::new(capacity)),
+            hinted_shards: Mutex::new(Recent::new(capacity)),
             spans,
             fetched: AtomicU64::new(0),
             stored: AtomicU64::new(0),

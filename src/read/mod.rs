@@ -15,6 +15,7 @@ pub mod decoding;
 pub mod geometry;
 pub mod prefetch;
 pub mod readahead;
+pub mod recent;
 pub mod scope;
 pub mod text;
 pub mod view;

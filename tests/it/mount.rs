@@ -16,7 +16,9 @@ use common::mount::{
     io_args, mounted, pread_full, run_python, test_python, umount, wait_for, wait_until, Lcg,
     Mount, Unmount,
 };
-use common::{assert_no_failures, cat, copy_dir, sha256, xattr, zarrfs, Manifest, TempDir};
+use common::{
+    assert_no_failures, cat, copy_dir, sha256, xattr, xattr_errno, zarrfs, Manifest, TempDir,
+};
 use serde_json::Value;
 
 #[test]
@@ -235,6 +237,20 @@ fn listings_stat_xattrs_and_sidecars_match_the_metadata() {
             }
             if xattr(&file, "user.zarr.order").as_deref() != Some("C") {
                 failures.push(fail("user.zarr.order".into()));
+            }
+            // What `ls -l` asks of every file: no such attribute (ACLs may be refused
+            // by the kernel itself).
+            for (name, allowed) in [
+                ("security.selinux", &[libc::ENODATA][..]),
+                (
+                    "system.posix_acl_access",
+                    &[libc::ENODATA, libc::EOPNOTSUPP][..],
+                ),
+            ] {
+                match xattr_errno(&file, name) {
+                    Some(e) if allowed.contains(&e) => {}
+                    other => failures.push(fail(format!("getxattr {name}: {other:?}"))),
+                }
             }
             let fill: Option<Value> =
                 xattr(&file, "user.zarr.fill_value").and_then(|v| serde_json::from_str(&v).ok());

@@ -447,6 +447,27 @@ pub fn cat(store: &std::path::Path, path: &str, args: &[&str]) -> Vec<u8> {
 }
 
 /// Extended attribute `name` of `path`, as text; `None` when it has none.
+/// The errno of getxattr(2) of `name` on `path`, `None` when it succeeds.
+pub fn xattr_errno(path: &std::path::Path, name: &str) -> Option<i32> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    let c_name = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 256];
+    // SAFETY: valid C strings and a buffer of the given length.
+    let n = unsafe {
+        libc::getxattr(
+            c_path.as_ptr(),
+            c_name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        std::io::Error::last_os_error().raw_os_error()
+    } else {
+        None
+    }
+}
+
 pub fn xattr(path: &std::path::Path, name: &str) -> Option<String> {
     let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
     let c_name = std::ffi::CString::new(name).ok()?;
