@@ -446,31 +446,11 @@ pub fn cat(store: &std::path::Path, path: &str, args: &[&str]) -> Vec<u8> {
     try_cat(store, path, args).unwrap_or_else(|e| panic!("zarrfs cat {path} failed: {e}"))
 }
 
-/// Extended attribute `name` of `path`, as text; `None` when it has none.
-/// The errno of getxattr(2) of `name` on `path`, `None` when it succeeds.
-pub fn xattr_errno(path: &std::path::Path, name: &str) -> Option<i32> {
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    let c_name = std::ffi::CString::new(name).ok()?;
-    let mut buf = vec![0u8; 256];
-    // SAFETY: valid C strings and a buffer of the given length.
-    let n = unsafe {
-        libc::getxattr(
-            c_path.as_ptr(),
-            c_name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    };
-    if n < 0 {
-        std::io::Error::last_os_error().raw_os_error()
-    } else {
-        None
-    }
-}
-
-pub fn xattr(path: &std::path::Path, name: &str) -> Option<String> {
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    let c_name = std::ffi::CString::new(name).ok()?;
+/// getxattr(2) of `name` on `path`: its value, or the errno.
+fn getxattr(path: &std::path::Path, name: &str) -> Result<Vec<u8>, i32> {
+    let c_path =
+        std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| libc::EINVAL)?;
+    let c_name = std::ffi::CString::new(name).map_err(|_| libc::EINVAL)?;
     let mut buf = vec![0u8; 1 << 16];
     // SAFETY: valid C strings and a buffer of the given length.
     let n = unsafe {
@@ -482,8 +462,20 @@ pub fn xattr(path: &std::path::Path, name: &str) -> Option<String> {
         )
     };
     if n < 0 {
-        return None;
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
     }
     buf.truncate(n as usize);
-    String::from_utf8(buf).ok()
+    Ok(buf)
+}
+
+/// The errno of getxattr(2) of `name` on `path`, `None` when it succeeds.
+pub fn xattr_errno(path: &std::path::Path, name: &str) -> Option<i32> {
+    getxattr(path, name).err()
+}
+
+/// Extended attribute `name` of `path`, as text; `None` when it has none.
+pub fn xattr(path: &std::path::Path, name: &str) -> Option<String> {
+    String::from_utf8(getxattr(path, name).ok()?).ok()
 }
