@@ -31,6 +31,18 @@ mkdir -p target
 # builds (the default one, the one without FUSE, the tests, the fuzz targets). Every
 # cargo command of the run sees it, or cargo would build again what the others built.
 export CARGO_INCREMENTAL=1
+# Clippy lints zarrfs while it is compiled: cargo runs clippy-driver (rustc with clippy's
+# lints; RUSTC_WORKSPACE_WRAPPER, cargo's hook for such tools) in place of rustc for the
+# workspace's own crates, and CLIPPY_ARGS is how `cargo clippy -- -D warnings` hands the
+# flags to it. The build the tests run is then the linted one (the library, binary, tests
+# and examples, as `cargo clippy --all-targets` sees them), and no second build, checking
+# every dependency, is made. Every cargo command of the run (and of the tests) sees this,
+# or cargo would compile zarrfs again without it; the builds that are not zarrfs's default
+# one (fuzz targets, the build without FUSE) unset it.
+RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver) || { echo "test.sh: clippy-driver not found (rustup component add clippy)" >&2; exit 1; }
+export RUSTC_WORKSPACE_WRAPPER
+export CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+unlinted() { env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS "$@"; }
 
 # Step times: `step NAME BUDGET` ends the step begun at the last call; the table at the
 # end sets each against its budget (seconds, on a machine where the suite ran before).
@@ -112,15 +124,14 @@ step "installing Debian's packages" 10
 # --- The builds (cargo), in the background while the caches are made ---
 # The cargo builds the tests need, in one job: the cargo build restored from the test
 # cache (only what changed since is compiled), fmt, the wheel (maturin links the binary
-# of this same build), the build without FUSE, the test binaries. Clippy and the fuzz
-# targets are built later, beside the tests (--quick: clippy here), and the cargo build
-# is saved after them.
+# of this same build), the build without FUSE, the test binaries, linted as they are
+# compiled. The fuzz targets are built later, beside the tests, and the cargo build is
+# saved after them.
 build_all() {
     local began=$SECONDS
     cache_restore_target
     cargo fmt --check
     if [ -n "$quick" ]; then
-        cargo clippy --release --all-targets -- -D warnings
         cargo test --release --no-run
         return
     fi
@@ -136,7 +147,7 @@ build_all() {
         echo "test.sh: the build without FUSE has fuser in its tree" >&2
         return 1
     fi
-    cargo build --release "${no_fuse[@]}" --bin zarrfs
+    unlinted cargo build --release "${no_fuse[@]}" --bin zarrfs
     cp target/release/zarrfs target/zarrfs-no-fuse
     cargo test --release --no-run
     echo "test.sh: build: everything took $((SECONDS - began)) s"
@@ -230,7 +241,7 @@ step "the builds (after the caches)" 40
 # The test binaries of this build, as cargo lists them ("NAME PATH" a line): the unit
 # tests of the library (zarrfs) and of the binary (zarrfs too), memory, fuzz_regressions,
 # and it, the end-to-end suites. The run starts them itself, so that no cargo command of
-# its own waits for the target directory while clippy holds it.
+# its own waits for the target directory while the fuzz build holds it.
 mapfile -t test_bins < <(cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -369,13 +380,12 @@ export ZARRFS_TEST_PYTHON="$root/target/venv-zarr3/bin/python"
 # own, then the end-to-end suites, the groups apart one after the other.
 skip_apart=()
 for t in "${apart[@]}"; do skip_apart+=(--skip "$t"); done
-# Beside them, niced (the tests come first): clippy with -D warnings, the fuzz targets'
-# build (AFL-instrumented, target/fuzz), and the fuzz smoke run, every fuzz target for
-# 15 s under afl-fuzz, failing on a crash. Their log is printed when the suites are done.
+# Beside them, niced (the tests come first): the fuzz targets' build (AFL-instrumented,
+# target/fuzz), and the fuzz smoke run, every fuzz target for 15 s under afl-fuzz,
+# failing on a crash. Their log is printed when the suites are done.
 beside() {
-    nice -n 19 cargo clippy --release --all-targets -- -D warnings
-    nice -n 19 bash scripts/fuzz.sh --build
-    bash scripts/fuzz.sh 15
+    unlinted nice -n 19 bash scripts/fuzz.sh --build
+    unlinted bash scripts/fuzz.sh 15
 }
 beside >target/test-beside.log 2>&1 &
 beside_pid=$!
@@ -389,8 +399,8 @@ beside_rc=0
 wait $beside_pid || beside_rc=$?
 trap - EXIT
 cat target/test-beside.log
-[ "$beside_rc" -eq 0 ] || { echo "test.sh: clippy or the fuzz smoke run failed" >&2; exit 1; }
-step "every test (io auto), clippy and fuzzing beside" 540
+[ "$beside_rc" -eq 0 ] || { echo "test.sh: the fuzz build or smoke run failed" >&2; exit 1; }
+step "every test (io auto), fuzzing beside" 540
 # Every build of the run is done: it becomes the saved cargo build (scripts/test_cache.sh).
 cache_save_target
 step "the cargo build saved" 20
