@@ -48,6 +48,9 @@
 #           of the same (scripts/bench_serve.sh; BENCH_SERVE=0 skips it)
 #        r  remote: the arrays served by s3s-fs behind a proxy adding 20 ms per
 #           request (scripts/bench_remote.sh; BENCH_REMOTE=0 skips it)
+#        sc scale: `ls -l` of 1,000 and 10,000 arrays and memory after, a 100,000-array
+#           hierarchy, 64 MiB in 1 KiB and 16 KiB chunks against tensorstore
+#           (scripts/bench_scale.sh; BENCH_SCALE=0 skips it)
 #   5. scripts/bench_report.py prints the table with the acceptance ratios (PASS/FAIL)
 #      and writes it to target/bench-results.md (raw figures: target/bench-raw.txt).
 #
@@ -410,6 +413,11 @@ if [ "${BENCH_WRITE:-1}" != 0 ]; then
 fi
 
 # ---------------------------------------------------------------- serve (sv)
+if [ "${BENCH_SCALE:-1}" != 0 ]; then
+    # shellcheck source=scripts/bench_scale.sh
+    source scripts/bench_scale.sh
+fi
+
 if [ "${BENCH_SERVE:-1}" != 0 ]; then
     # shellcheck source=scripts/bench_serve.sh
     source scripts/bench_serve.sh

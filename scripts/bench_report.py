@@ -408,6 +408,58 @@ def serve_section(raw: Raw, nbytes: int, add) -> list[str]:
     return lines
 
 
+def scale_section(raw: Raw, add) -> list[str]:
+    """The scale table (sc.* keys of scripts/bench_scale.sh); adds its criteria."""
+    lines = ["## Scale: counts of arrays and chunks", "",
+             "Cold figures on a fresh mount with the page cache dropped; medians.", ""]
+
+    def s(key):
+        v = raw.num(key)
+        return "n/a" if v is None else f"{v:.3f} s"
+
+    def per(key, n):
+        v = raw.num(key)
+        return "" if v is None else f"{v / n * 1e6:.0f} µs each"
+
+    def mib(key):
+        v = raw.num(key)
+        return None if v is None else v / 1024
+
+    rows = [["`ls -l` of 1,000 arrays, cold", s("sc.ls1k.cold"), per("sc.ls1k.cold", 1000)],
+            ["`ls -l` of 10,000 arrays, cold", s("sc.ls10k.cold"), per("sc.ls10k.cold", 10000)],
+            ["`ls -l` of 10,000 arrays, warm", s("sc.ls10k.warm"), per("sc.ls10k.warm", 10000)],
+            ["`ls -l` of 10,000 plain files, cold (reference)", s("sc.plain10k.cold"), ""],
+            ["`ls -l` of 10,000 plain files, warm (reference)", s("sc.plain10k.warm"), ""],
+            ["`ls -lR` of 100,000 arrays", s("sc.tree100k.ls"), per("sc.tree100k.ls", 100000)],
+            ["`stat` of one array on a fresh mount (100,000 arrays)", s("sc.tree100k.stat1"), ""]]
+    for a, n in (("c1k", 65536), ("c16k", 4096)):
+        for who, label in (("cat", "`zarrfs cat`"), ("mount", "the mount (`dd`)"), ("ts", "tensorstore")):
+            key = f"sc.{who}.{a}.seconds" if who == "ts" else f"sc.{who}.{a}"
+            rows.append([f"64 MiB in {n:,} chunks: {label}", s(key), per(key, n)])
+    lines += table(["operation", "time", "per item"], rows)
+    lines.append("")
+    rss10k, rss100k = mib("sc.ls10k.rss_kib"), mib("sc.tree100k.rss_kib")
+    lines.append(f"Daemon RSS after `ls -l` of 10,000 arrays: "
+                 f"{'n/a' if rss10k is None else f'{rss10k:.0f} MiB'}; after `ls -lR` of 100,000: "
+                 f"{'n/a' if rss100k is None else f'{rss100k:.0f} MiB'}. FUSE requests read while "
+                 f"every listed file was stat'ed again: {raw.text('sc.ls10k.warm_requests')}.")
+    lines.append("")
+    add("(sc) `ls -l` of 10,000 arrays, cold (s)", raw.num("sc.ls10k.cold"), 1.5, False)
+    add("(sc) `ls -l` of 10,000 arrays, warm (s)", raw.num("sc.ls10k.warm"), 0.6, False)
+    add("(sc) daemon RSS after it (MiB)", rss10k, 60, False, "{:.0f}")
+    add("(sc) FUSE requests for a warm `stat` of each of them", raw.num("sc.ls10k.warm_requests"),
+        0, False, "{:.0f}")
+    add("(sc) daemon RSS after `ls -lR` of 100,000 arrays (MiB)", rss100k, 400, False, "{:.0f}")
+    add("(sc) `stat` of one array on a fresh mount (ms)",
+        None if raw.num("sc.tree100k.stat1") is None else raw.num("sc.tree100k.stat1") * 1000,
+        10, False, "{:.1f}")
+    for a in ("c1k", "c16k"):
+        ts = raw.num(f"sc.ts.{a}.seconds")
+        add(f"(sc) {a}: zarrfs cat speed / tensorstore", ratio(ts, raw.num(f"sc.cat.{a}")), 1.5, True)
+        add(f"(sc) {a}: mount speed / tensorstore", ratio(ts, raw.num(f"sc.mount.{a}")), 1.5, True)
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
@@ -626,6 +678,8 @@ def main() -> int:
         lines += write_section(raw, nbytes, add)
     if raw.nums("sv.get.zstd"):
         lines += serve_section(raw, nbytes, add)
+    if raw.nums("sc.ls10k.cold"):
+        lines += scale_section(raw, add)
     if raw.num("r.meta.latency_ms") is not None:
         lines += remote_section(raw, nbytes, add, tput, cache_bytes)
     lines.append("## Acceptance")

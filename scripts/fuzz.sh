@@ -3,7 +3,9 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 #   scripts/fuzz.sh --build        only build the targets (scripts/test.sh builds them
-#                                  with the rest, before its tests)
+#                                  beside its tests)
+#   scripts/fuzz.sh --tools        only make cargo-afl and AFL++ (scripts/test.sh makes
+#                                  them with its other test tools, before its tests)
 #
 # Runs each TARGET (default: all of metadata, codec_chain, sharding, view) for SECONDS
 # (default 60) under afl-fuzz, one after the other, niced. cargo-afl and AFL++ (built
@@ -24,7 +26,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
 build_only=
+tools_only=
 if [ "${1:-}" = --build ]; then build_only=1; shift; fi
+if [ "${1:-}" = --tools ]; then tools_only=1; shift; fi
 seconds=${1:-60}
 if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
     echo "usage: scripts/fuzz.sh [SECONDS] [TARGET...]" >&2
@@ -66,6 +70,7 @@ build_afl() {
     PATH="$1/bin:$PATH" XDG_DATA_HOME="$1/afl-data" cargo afl config --build
 }
 cache_link afl "$(cache_key "$afl_version" "$(rustc -vV)")" target/tools/afl build_afl
+[ -z "$tools_only" ] || exit 0
 # The entry's own path, not the clone's link to it: cargo-afl puts it into RUSTFLAGS,
 # which must stay the same from clone to clone for the saved build to be of use.
 tools=$(cd target/tools/afl && pwd -P)

@@ -152,10 +152,10 @@ build_all() {
     cargo test --release --no-run
     echo "test.sh: build: everything took $((SECONDS - began)) s"
 }
-# The test servers and readers built from crates.io, each an entry of the test cache:
-# s3s-fs (0.14.1 is the last that builds on this Rust) and zarrs' reader of whole arrays
-# (benches/zarrs-read), which the write tests read back with. A job of its own: on a new
-# machine it runs beside the others.
+# The test servers and tools built from crates.io, each an entry of the test cache:
+# s3s-fs (0.14.1 is the last that builds on this Rust), zarrs' reader of whole arrays
+# (benches/zarrs-read), which the write tests read back with, and cargo-afl with AFL++.
+# A job of its own: on a new machine it runs beside the others.
 build_tools() {
     build_s3s() { cargo install --quiet --root "$1" s3s-fs --version 0.14.1 --features binary --locked; }
     local s3s
@@ -167,6 +167,8 @@ build_tools() {
     local zr_key
     zr_key=$(cache_key "$(rustc -vV)" benches/zarrs-read/Cargo.toml benches/zarrs-read/Cargo.lock benches/zarrs-read/src/*.rs)
     cache_link zarrs-read "$zr_key" target/zarrs-read build_zarrs_read
+    # cargo-afl and AFL++ for the fuzz build beside the tests.
+    unlinted bash scripts/fuzz.sh --tools
 }
 rm -f target/test-build.log target/test-tools.log
 build_all >target/test-build.log 2>&1 &

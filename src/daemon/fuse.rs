@@ -15,8 +15,8 @@ use crate::fs::{Attr, FileKind, ZarrFs};
 use fuser::{
     BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 /// The extended attribute whose `setxattr` reads a node and all below it from the store
@@ -233,6 +233,12 @@ impl Filesystem for FuseAdapter {
                 let _ = config.set_max_stack_depth(1);
             }
         }
+        // Listings carry each entry's attributes (READDIRPLUS, always: `ls -l` reads the
+        // whole listing before it stats the first file), so that a listed file's `stat`
+        // is answered by the kernel while the attributes last.
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS) {
+            log::info!("the kernel lacks {missing:?}: each listed file is looked up apart");
+        }
         // mmap of a direct-IO file goes through the page cache (kernel 6.6 and later).
         // With `--io cache` too: a file a read of which failed is opened direct.
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
@@ -347,6 +353,18 @@ impl Filesystem for FuseAdapter {
         reply: ReplyDirectory,
     ) {
         self.meta(move |fs, _| readdir_reply(fs, ino.0, offset, reply))
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
+        let kernel = self.kernel.clone();
+        self.meta(move |fs, owner| readdirplus_reply(fs, &kernel, owner, ino.0, offset, reply))
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -634,6 +652,77 @@ fn readdir_reply(fs: &ZarrFs, ino: u64, offset: u64, mut reply: ReplyDirectory) 
             FileKind::File => FileType::RegularFile,
         };
         if reply.add(INodeNo(child), (i + 1) as u64, kind, name) {
+            break;
+        }
+    }
+    reply.ok();
+}
+
+/// Answer a listing with each entry's attributes (READDIRPLUS) from `offset` on: `.`, `..`,
+/// then the entries. The kernel takes every entry of the reply as a lookup of it (or
+/// forgets it at once), so each is looked up as a LOOKUP is ([`ZarrFs::lookup_entry`]:
+/// counted, its number renewed where its node was read again); one that does not fit
+/// the reply gives its lookup back. An entry gone since the listing was made is left out.
+fn readdirplus_reply(
+    fs: &ZarrFs,
+    kernel: &Invalidator,
+    owner: Owner,
+    ino: u64,
+    offset: u64,
+    mut reply: ReplyDirectoryPlus,
+) {
+    let (entries, parent) = match (fs.readdir(ino), fs.parent(ino)) {
+        (Ok(e), Ok(p)) => (e, p),
+        (Err(e), _) | (_, Err(e)) => return reply.error(errno("readdirplus", &e)),
+    };
+    // The kernel links no inode for `.` and `..` and counts no lookup of them.
+    for (i, (dot, name)) in [(ino, "."), (parent, "..")].into_iter().enumerate() {
+        if (i as u64) < offset {
+            continue;
+        }
+        let attr = match fs.getattr(dot) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno("readdirplus", &e)),
+        };
+        let (ttl, generation) = (fs.attr_ttl(), Generation(attr.generation));
+        if reply.add(
+            INodeNo(dot),
+            (i + 1) as u64,
+            name,
+            &ttl,
+            &owner.attr(&attr),
+            generation,
+        ) {
+            return reply.ok();
+        }
+    }
+    for (i, entry) in entries.iter().enumerate() {
+        let at = i as u64 + 2;
+        if at < offset {
+            continue;
+        }
+        let found = match fs.lookup_entry(ino, &entry.name) {
+            Ok(found) => found,
+            Err(e) => {
+                log::debug!("readdirplus: {}: {e}", entry.name);
+                continue;
+            }
+        };
+        if found.renewed {
+            kernel.drop_inodes(&[found.attr.ino]);
+        }
+        let ttl = fs.entry_ttl(found.attr.ino).min(fs.attr_ttl());
+        let attr = owner.attr(&found.attr);
+        let generation = Generation(found.attr.generation);
+        if reply.add(
+            INodeNo(found.attr.ino),
+            at + 1,
+            &entry.name,
+            &ttl,
+            &attr,
+            generation,
+        ) {
+            fs.unhold(found.attr.ino);
             break;
         }
     }

@@ -315,6 +315,16 @@ impl Inodes {
     /// (taken back when the [`Open`] is dropped). Counted before the entry is checked
     /// to be still the number's, so that a lookup renewing the number at that moment
     /// either sees the open or is seen.
+    /// Take back one lookup of `ino` counted by [`Inodes::hold`] for an answer never
+    /// sent: unlike [`Inodes::forget`], the inode stays (named, as a listing leaves it).
+    pub fn unhold(&self, ino: u64) {
+        if let Some(entry) = self.get(ino) {
+            let _ = entry
+                .lookups
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| l.checked_sub(1));
+        }
+    }
+
     pub fn open(&self, ino: u64) -> Option<(Arc<Entry>, Open)> {
         loop {
             let entry = self.get(ino)?;

@@ -92,6 +92,13 @@ impl ZarrFs {
         })
     }
 
+    /// Take back the lookup of `ino` that [`ZarrFs::lookup_entry`] counted for an answer
+    /// never sent (a listing's entry that did not fit the kernel's buffer). The inode
+    /// stays, as a listing leaves it, even with no lookup left.
+    pub fn unhold(&self, ino: u64) {
+        self.inodes.unhold(ino);
+    }
+
     /// The kernel dropped `n` lookups of `ino`; with none left, the inode is forgotten
     /// (true: it is gone, and its number never comes back).
     pub fn forget(&self, ino: u64, n: u64) -> bool {

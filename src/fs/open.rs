@@ -115,8 +115,8 @@ impl ZarrFs {
             },
             _ => {
                 // A node that fails to load is still listed; its reads fail with EIO.
-                let size = match self.content(&entry) {
-                    Ok(c) => self.staged_size(&entry.node).unwrap_or(c.size()),
+                let size = match self.file_size(&entry) {
+                    Ok(size) => self.staged_size(&entry.node).unwrap_or(size),
                     Err(e) => {
                         log::debug!("{e}");
                         0
@@ -132,6 +132,26 @@ impl ZarrFs {
                 }
             }
         })
+    }
+
+    /// The size of a file's content. On a mount with no refresh interval, an array's raw
+    /// file not yet opened is sized from its metadata, with nothing built or kept for it
+    /// (a listing asks it of every array; the view and its caches are made at the first
+    /// open). Any other file is loaded: under a refresh interval an inode's content is
+    /// bound to the reading it was looked up at as soon as it is asked for.
+    fn file_size(&self, entry: &Entry) -> Result<u64> {
+        let unbound = self.hierarchy.refresh_interval().is_none();
+        if let (Node::Array(path), true) = (&entry.node, unbound) {
+            let loaded = entry.content.lock().as_ref().map(|c| c.size());
+            if let Some(size) = loaded {
+                return Ok(size);
+            }
+            let meta = self.hierarchy.array(path)?;
+            if let Some(size) = crate::read::array::flat_size(&meta)? {
+                return Ok(size);
+            }
+        }
+        Ok(self.content(entry)?.size())
     }
 
     /// Open a file: check that it can be read (its metadata and codecs load) and give the

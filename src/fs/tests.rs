@@ -1138,3 +1138,64 @@ fn a_listing_made_again_from_the_hierarchy_is_as_old_as_the_hierarchy_s_listing(
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_listed_array_is_sized_from_its_metadata_and_nothing_is_built_until_it_is_opened() {
+    let (dir, fs) = demo_fs(Order::C, false);
+    let temp = fs.lookup(ROOT, "temperature").unwrap();
+    assert_eq!(temp.size, 24 * 90 * 180 * 4);
+    assert!(fs.flats.lock().is_empty(), "a lookup builds no view");
+    let entry = fs.entry(temp.ino).unwrap();
+    assert!(entry.content.lock().is_none(), "nor keeps any content");
+    // The first open builds the view; its size is the one the lookup gave.
+    let fh = fs.open(temp.ino).unwrap();
+    assert_eq!(fs.flats.lock().len(), 1);
+    assert_eq!(fs.getattr(temp.ino).unwrap().size, temp.size);
+    assert_eq!(whole(&fs, temp.ino).len() as u64, temp.size);
+    fs.release(fh);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_array_whose_codecs_cannot_be_built_lists_with_size_zero_and_fails_its_open() {
+    let dir = std::env::temp_dir().join(format!("zarrfs-badcodec-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("odd")).unwrap();
+    let doc = serde_json::json!({
+        "zarr_format": 3, "node_type": "array", "shape": [6], "data_type": "uint16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0, "codecs": [{"name": "no_such_codec", "configuration": {}}]
+    });
+    std::fs::write(dir.join("odd/zarr.json"), doc.to_string()).unwrap();
+    std::fs::write(
+        dir.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group"}"#,
+    )
+    .unwrap();
+    let fs = fs_over(&dir, Order::C, false);
+    let odd = fs.lookup(ROOT, "odd").unwrap();
+    assert_eq!((odd.kind, odd.size), (FileKind::File, 0));
+    assert!(fs.open(odd.ino).is_err());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_lookup_given_back_keeps_the_inode_as_the_listing_left_it() {
+    let (dir, fs) = demo_fs(Order::C, false);
+    let listed = fs.readdir(ROOT).unwrap();
+    let temp = listed.iter().find(|e| e.name == "temperature").unwrap().ino;
+    let count = fs.inode_count();
+    let found = fs.lookup_entry(ROOT, "temperature").unwrap();
+    assert_eq!(found.attr.ino, temp);
+    fs.unhold(temp);
+    // Still there with no lookup held, and the listing still names it.
+    assert_eq!(fs.inode_count(), count);
+    assert!(fs.getattr(temp).is_ok());
+    assert!(Arc::ptr_eq(&listed, &fs.readdir(ROOT).unwrap()));
+    // A second give-back takes nothing below zero: a held lookup is still counted once.
+    fs.unhold(temp);
+    fs.lookup(ROOT, "temperature").unwrap();
+    assert!(fs.forget(temp, 1), "one lookup held, one forgotten: gone");
+    let _ = std::fs::remove_dir_all(dir);
+}

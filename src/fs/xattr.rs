@@ -93,31 +93,46 @@ pub fn attributes(h: &Hierarchy, path: &str, layout: Layout) -> Result<Vec<(Stri
 impl ZarrFs {
     /// All extended attributes of `ino`.
     pub fn xattrs(&self, ino: u64) -> Result<Vec<(String, String)>> {
+        let mut attrs = self.zarr_attributes(ino)?;
+        attrs.extend(self.mount_attributes(ino)?);
+        Ok(attrs)
+    }
+
+    /// The `user.zarr.*` attributes of `ino` (its node's metadata), and the snapshot it
+    /// was read from.
+    fn zarr_attributes(&self, ino: u64) -> Result<Vec<(String, String)>> {
         let entry = self.entry(ino)?;
         match &entry.node {
-            FileNode::Dir(path) => {
+            FileNode::Dir(path) | FileNode::Array(path) | FileNode::View(path, _) => {
                 let mut attrs = attributes(&self.hierarchy, path, self.layout)?;
                 attrs.extend(self.snapshot_attribute(path));
-                Ok(attrs)
-            }
-            FileNode::Array(path) | FileNode::View(path, _) => {
-                let mut attrs = attributes(&self.hierarchy, path, self.layout)?;
-                attrs.extend(self.snapshot_attribute(path));
-                // Bytes read from the store for this array since the mount.
-                if let Some(view) = self.content(&entry).ok().as_deref().and_then(Content::view) {
-                    let fetched = view.array().bytes_fetched().to_string();
-                    attrs.push(("user.zarrfs.bytes_fetched".into(), fetched));
-                }
-                attrs.push(("user.zarrfs.views".into(), self.views_report(path)));
-                // Chunk bytes this mount's commits put into the store for the array.
-                if self.writes.is_some() {
-                    let written = self.bytes_written.lock().get(path).copied().unwrap_or(0);
-                    attrs.push(("user.zarrfs.bytes_written".into(), written.to_string()));
-                }
                 Ok(attrs)
             }
             _ => Ok(vec![]),
         }
+    }
+
+    /// What the mount knows of an array's file `ino` (`user.zarrfs.*` but the snapshot):
+    /// the bytes fetched for it (its view is loaded to tell), its views, the bytes
+    /// written.
+    fn mount_attributes(&self, ino: u64) -> Result<Vec<(String, String)>> {
+        let entry = self.entry(ino)?;
+        let (FileNode::Array(path) | FileNode::View(path, _)) = &entry.node else {
+            return Ok(vec![]);
+        };
+        let mut attrs = Vec::new();
+        // Bytes read from the store for this array since the mount.
+        if let Some(view) = self.content(&entry).ok().as_deref().and_then(Content::view) {
+            let fetched = view.array().bytes_fetched().to_string();
+            attrs.push(("user.zarrfs.bytes_fetched".into(), fetched));
+        }
+        attrs.push(("user.zarrfs.views".into(), self.views_report(path)));
+        // Chunk bytes this mount's commits put into the store for the array.
+        if self.writes.is_some() {
+            let written = self.bytes_written.lock().get(path).copied().unwrap_or(0);
+            attrs.push(("user.zarrfs.bytes_written".into(), written.to_string()));
+        }
+        Ok(attrs)
     }
 
     /// `user.zarrfs.snapshot`: the snapshot of a versioned repository that the node at
@@ -145,8 +160,16 @@ impl ZarrFs {
         lines.join("\n")
     }
 
+    /// The extended attribute `name` of `ino`: only its own kind is made (the metadata's,
+    /// or what the mount knows, which loads an array's view).
     pub fn getxattr(&self, ino: u64, name: &str) -> Result<Vec<u8>> {
-        self.xattrs(ino)?
+        let of_mount = name.starts_with("user.zarrfs.") && name != "user.zarrfs.snapshot";
+        let attrs = if of_mount {
+            self.mount_attributes(ino)?
+        } else {
+            self.zarr_attributes(ino)?
+        };
+        attrs
             .into_iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.into_bytes())

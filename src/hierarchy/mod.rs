@@ -21,6 +21,12 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
+
+/// The most threads that read the metadata documents of one listing's members at once.
+const LISTING_THREADS: usize = 16;
+
+/// Members of a listing worth one more thread reading their metadata.
+const LISTED_PER_THREAD: usize = 8;
 use crate::metadata::{ArrayMetadata, GroupMetadata, NodeMetadata};
 use crate::store::{budget_for, Spans, Store, Version};
 pub use zarr::ZarrCatalog;
@@ -449,18 +455,59 @@ impl Hierarchy {
         let mut names = self.catalog.child_names(path)?;
         names.sort();
         names.dedup();
-        let mut out = Vec::new();
-        for name in names {
-            if !valid_name(&name) {
+        names.retain(|name| {
+            let valid = valid_name(name);
+            if !valid {
                 let shown: String = name.chars().take(64).collect();
                 log::warn!("/{path}: left out a node named {shown:?}: not a valid file name");
-                continue;
             }
-            if let Some(kind) = self.kind_of(&join(path, &name)) {
-                out.push((name, kind));
-            }
+            valid
+        });
+        let kinds = self.kinds_of(path, &names);
+        Ok(names
+            .into_iter()
+            .zip(kinds)
+            .filter_map(|(name, kind)| Some((name, kind?)))
+            .collect())
+    }
+
+    /// The kinds of the children `names` of `path`, in their order. Each not yet read
+    /// costs its metadata document (on a remote store without consolidated metadata, a
+    /// request): they are read by as many threads at once as the store takes requests
+    /// ([`crate::store::Caps::concurrency`], at most [`LISTING_THREADS`]).
+    fn kinds_of(&self, path: &str, names: &[String]) -> Vec<Option<NodeKind>> {
+        let threads = self
+            .store()
+            .caps()
+            .concurrency
+            .clamp(1, LISTING_THREADS)
+            .min(names.len().div_ceil(LISTED_PER_THREAD));
+        let kind = |name: &String| self.kind_of(&join(path, name));
+        if threads <= 1 {
+            return names.iter().map(kind).collect();
         }
-        Ok(out)
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut kinds = vec![None; names.len()];
+        let found: Vec<Vec<(usize, Option<NodeKind>)>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(name) = names.get(i) else { break mine };
+                            mine.push((i, kind(name)));
+                        }
+                    })
+                })
+                .collect();
+            // A worker that panicked leaves its names unlisted, as a failed read would.
+            workers.into_iter().filter_map(|w| w.join().ok()).collect()
+        });
+        for (i, k) in found.into_iter().flatten() {
+            kinds[i] = k;
+        }
+        kinds
     }
 }
 

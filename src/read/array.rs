@@ -60,6 +60,46 @@ pub struct Array {
     stored_units: AtomicU64,
 }
 
+/// The chunk representation of `meta` and its codec chain, as opening the array builds
+/// them; `None` for the chain when a decoded chunk would be larger than zarrfs decodes
+/// (chunks never written still read as fill value). An error when the codecs cannot be
+/// built: the array cannot be opened.
+fn chain_of(meta: &ArrayMetadata) -> Result<(UnitRepr, Option<CodecChain>)> {
+    let repr = UnitRepr {
+        shape: meta.chunk_shape.clone(),
+        dtype: meta.dtype.clone(),
+        fill: meta.fill.clone(),
+    };
+    let chain = match CodecChain::build(&meta.codecs, &repr) {
+        Ok(chain) => Some(chain),
+        Err(_) if !meta.dtype.is_var() && repr.fixed_len().is_err() => None,
+        Err(e) => return Err(e.at_key(&meta.meta_key)),
+    };
+    Ok((repr, chain))
+}
+
+/// The size of the flat file of the array `meta` describes (elements × item size), found
+/// without opening the array: what a listing's `stat` of each array asks, answered with
+/// nothing kept. An error where opening the array fails too (its codecs cannot be built,
+/// its size overflows); `None` for a variable-length type, whose file is text made of
+/// every chunk.
+pub fn flat_size(meta: &ArrayMetadata) -> Result<Option<u64>> {
+    let Some(item) = meta.dtype.size() else {
+        return Ok(None);
+    };
+    chain_of(meta)?;
+    meta.shape
+        .iter()
+        .try_fold(item as u64, |n, &d| n.checked_mul(d))
+        .map(Some)
+        .ok_or_else(|| {
+            Error::unsupported(
+                &meta.meta_key,
+                format!("shape {:?}: a file larger than 16 EiB", meta.shape),
+            )
+        })
+}
+
 impl std::fmt::Debug for Array {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Array").field("meta", &self.meta).finish()
@@ -105,16 +145,7 @@ impl Array {
         store: Arc<dyn Store>,
         spans: Spans,
     ) -> Result<Array> {
-        let repr = UnitRepr {
-            shape: meta.chunk_shape.clone(),
-            dtype: meta.dtype.clone(),
-            fill: meta.fill.clone(),
-        };
-        let chain = match CodecChain::build(&meta.codecs, &repr) {
-            Ok(chain) => Some(chain),
-            Err(_) if !meta.dtype.is_var() && repr.fixed_len().is_err() => None,
-            Err(e) => return Err(e.at_key(&meta.meta_key)),
-        };
+        let (repr, chain) = chain_of(&meta)?;
         let unit_shape = match chain.as_ref().and_then(CodecChain::sole_sharding) {
             Some(s) => s.inner_shape.clone(),
             None => meta.chunk_shape.clone(),

@@ -1105,3 +1105,97 @@ fn a_direct_io_re_read_without_copies_fetches_nothing_again() {
     assert!(umount(&mountpoint).success(), "zarrfs umount");
     let _ = common::mount::wait_exit(&mut child, Duration::from_secs(20));
 }
+
+/// The pid of the daemon serving `mountpoint` (its command line names it).
+fn daemon_of(mountpoint: &Path) -> u32 {
+    let want = mountpoint.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+            args.contains(&&b"mount"[..]) && args.contains(&want)
+        })
+        .unwrap_or_else(|| panic!("no daemon of {}", mountpoint.display()))
+}
+
+/// The size lstat(2) gives, as `ls -l` asks it: the basic attributes alone (std's
+/// metadata asks statx for the birth time too, which the kernel asks the daemon for until
+/// it learns that the daemon answers no statx).
+fn lstat_size(path: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path and a stat buffer of the right type.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::lstat(c.as_ptr(), &mut st) } == 0).then_some(st.st_size as u64)
+}
+
+/// Sends SIGCONT to a stopped daemon when dropped (also after a failed assertion).
+struct Resume(u32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with a pid and a signal number.
+        unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
+    }
+}
+
+#[test]
+fn a_listing_carries_the_attributes_and_stat_of_a_listed_file_needs_no_daemon() {
+    let m = Manifest::load();
+    let mount = Mount::new(&m.store_dir("v3"), &[]);
+    // The listing alone, as `ls -l` reads it before its first stat, of a group of
+    // arrays of every data type.
+    let group = "dtypes";
+    let listed: Vec<PathBuf> = std::fs::read_dir(mount.path(group))
+        .expect("list the group")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    let want: Vec<(PathBuf, u64)> = arrays_of(&m, "v3")
+        .into_iter()
+        .filter(|e| !is_unsupported(e))
+        .filter_map(|e| {
+            let name = e["path"].as_str()?.strip_prefix(group)?.strip_prefix('/')?;
+            (!name.contains('/')).then(|| {
+                let nbytes = e["nbytes"].as_u64().unwrap_or(u64::MAX);
+                (mount.path(group).join(name), nbytes)
+            })
+        })
+        .collect();
+    assert!(
+        want.len() >= 10,
+        "the v3 store's group {group} holds arrays: {want:?}"
+    );
+    for (file, _) in &want {
+        assert!(listed.contains(file), "{} listed", file.display());
+    }
+    // With the daemon stopped, every listed file's stat is answered by the kernel.
+    let pid = daemon_of(&mount.mountpoint);
+    // SAFETY: kill(2) with a pid and a signal number.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    let resume = Resume(pid);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let files = listed.clone();
+    std::thread::spawn(move || {
+        let sizes: Vec<(PathBuf, Option<u64>)> = files
+            .into_iter()
+            .map(|f| {
+                let size = lstat_size(&f);
+                (f, size)
+            })
+            .collect();
+        let _ = tx.send(sizes);
+    });
+    let stated = rx.recv_timeout(Duration::from_secs(10));
+    drop(resume);
+    let sizes = stated.expect("stat of the listed files waited for the stopped daemon");
+    for (file, nbytes) in &want {
+        let size = sizes.iter().find(|(f, _)| f == file).and_then(|(_, s)| *s);
+        assert_eq!(size, Some(*nbytes), "{}", file.display());
+    }
+    assert!(
+        sizes.iter().all(|(_, s)| s.is_some()),
+        "every listed entry stats: {sizes:?}"
+    );
+}

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use common::servers::{azurite, azurite_put, nginx, s3s_fs, Server};
 use common::{
-    assert_no_failures, icechunk_reset_branch, manifest_at, run_python, venv_python, TempDir,
+    assert_no_failures, icechunk_reset_branch, manifest_at, read_python, run_python, venv_python,
+    TempDir,
 };
 use zarrfs::store::{
     open, ByteRange, FolderStore, MemoryStore, Store, StoreConfig, Version, VersionChoice,
@@ -775,7 +776,7 @@ fn icechunk_expected(repo: &Path, kind: &str, name: &str) -> Expected {
                 print(json.dumps({'snapshot': session.snapshot_id, 'values': values, 'present': present}))\n";
     let mut args: Vec<&std::ffi::OsStr> = vec![repo.as_os_str(), kind.as_ref(), name.as_ref()];
     args.extend(ICECHUNK_MISSING.iter().map(std::ffi::OsStr::new));
-    let out = run_python(&python, "icechunk read-back", code, args);
+    let out = read_python(&python, "icechunk read-back", code, args);
     let doc = common::last_json(&out);
     let present = doc["present"].as_array().expect("present");
     assert!(present.is_empty(), "the fixture holds {present:?}");

@@ -58,6 +58,52 @@ pub fn run_python<A: AsRef<std::ffi::OsStr>>(
     code: &str,
     args: impl IntoIterator<Item = A>,
 ) -> String {
+    let args: Vec<A> = args.into_iter().collect();
+    python_once(python, what, code, &args).unwrap_or_else(|failure| panic!("{failure}"))
+}
+
+/// [`run_python`] for a script that only reads: a run killed by a signal (the icechunk
+/// package has been seen to crash as the interpreter exits, its output complete) is run
+/// again, at most three times in all; each failed run's account is printed.
+pub fn read_python<A: AsRef<std::ffi::OsStr>>(
+    python: &std::path::Path,
+    what: &str,
+    code: &str,
+    args: impl IntoIterator<Item = A>,
+) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let args: Vec<A> = args.into_iter().collect();
+    let mut attempt = 1;
+    loop {
+        match python_once(python, what, code, &args) {
+            Ok(out) => return out,
+            Err(failure) if attempt < 3 && failure.status.signal().is_some() => {
+                eprintln!("{what}: run {attempt} of 3 failed, running it again: {failure}");
+                attempt += 1;
+            }
+            Err(failure) => panic!("{failure}"),
+        }
+    }
+}
+
+/// How a Python run failed: its status, and its stderr and the end of its stdout.
+pub struct PythonFailure {
+    pub status: std::process::ExitStatus,
+    account: String,
+}
+
+impl std::fmt::Display for PythonFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.account)
+    }
+}
+
+fn python_once<A: AsRef<std::ffi::OsStr>>(
+    python: &std::path::Path,
+    what: &str,
+    code: &str,
+    args: &[A],
+) -> Result<String, PythonFailure> {
     let out = std::process::Command::new(python)
         .args(["-X", "faulthandler", "-c", code])
         .args(args)
@@ -74,14 +120,17 @@ pub fn run_python<A: AsRef<std::ffi::OsStr>>(
             .into_iter()
             .rev()
             .collect();
-        panic!(
-            "{what}: {} ({} bytes of stdout, ending {tail:?}): {}",
-            out.status,
-            out.stdout.len(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        return Err(PythonFailure {
+            status: out.status,
+            account: format!(
+                "{what}: {} ({} bytes of stdout, ending {tail:?}): {}",
+                out.status,
+                out.stdout.len(),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        });
     }
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Move branch `branch` of the Icechunk repository at `repo` to `snapshot`, through the
