@@ -12,6 +12,7 @@ the report never fails because one measurement did.
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import sys
@@ -460,11 +461,47 @@ def scale_section(raw: Raw, add) -> list[str]:
     return lines
 
 
+def report_without_big_data(raw: Raw, out: str) -> int:
+    """The report of a run whose sections read no 1 GiB array (no bench-data.json): the
+    reference, Icechunk and scale sections that ran, and their criteria."""
+    lines = ["# zarrfs benchmark", "",
+             f"{raw.text('meta.date')}, zarrfs {raw.text('meta.commit')}, kernel "
+             f"{raw.text('meta.kernel')}, {raw.text('meta.cores')} cores; cold figures are "
+             f"medians of {raw.text('meta.repeat')} runs. Load average (1/5/15 min) at the "
+             f"start {raw.text('meta.loadavg_start')}, at the end {raw.text('meta.loadavg_end')}.",
+             ""]
+    crit = []
+
+    def add(name: str, measured, threshold: float, higher_better: bool, fmt="{:.2f}") -> None:
+        if measured is None:
+            crit.append([name, "n/a", "", "n/a"])
+            return
+        ok = measured >= threshold if higher_better else measured <= threshold
+        crit.append([name, fmt.format(measured), f"{'≥' if higher_better else '≤'} {fmt.format(threshold)}",
+                     "PASS" if ok else "FAIL"])
+
+    if raw.nums("k.mount"):
+        lines += refs_section(raw, add)
+    if raw.nums("l.mount"):
+        lines += icechunk_section(raw, add)
+    if raw.nums("sc.ls10k.cold"):
+        lines += scale_section(raw, add)
+    lines += ["## Acceptance", ""] + table(["criterion", "measured", "target", "result"], crit)
+    lines += ["", f"{sum(1 for c in crit if c[3] == 'PASS')} of {len(crit)} criteria pass."]
+    text = "\n".join(lines) + "\n"
+    with open(out, "w") as fh:
+        fh.write(text)
+    sys.stdout.write(text)
+    return 0
+
+
 def main() -> int:
     if len(sys.argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
     raw = Raw(sys.argv[1])
+    if not os.path.exists(sys.argv[2]):
+        return report_without_big_data(raw, sys.argv[3])
     with open(sys.argv[2]) as fh:
         data = json.load(fh)
     nbytes = int(data["decoded_bytes"])

@@ -123,7 +123,9 @@ pynrrd"
 . "$repo_root/scripts/test_cache.sh"
 
 # build_venv PYTHON REQUIREMENTS FLAGS... DIR: a venv at DIR (with PYTHON and FLAGS) with
-# REQUIREMENTS installed; pip retries what the network drops.
+# REQUIREMENTS installed; pip retries what the network drops. pip compiles no bytecode
+# (--no-compile): Python writes it for the modules the tests import as they first import
+# them, instead of pip compiling every module of every package while the builds run.
 build_venv() {
     local base=$1 requirements=$2
     local args=("${@:3}")
@@ -131,8 +133,9 @@ build_venv() {
     unset 'args[-1]'
     "$base" -m venv ${args[@]+"${args[@]}"} "$dir"
     printf '%s\n' "$requirements" >"$dir/requirements.txt"
-    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --retries 10 --upgrade pip
-    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --retries 10 -r "$dir/requirements.txt"
+    local pip=("$dir/bin/python" -m pip install --quiet --disable-pip-version-check --retries 10 --no-compile)
+    "${pip[@]}" --upgrade pip
+    "${pip[@]}" -r "$dir/requirements.txt"
 }
 
 # make_venv NAME REQUIREMENTS [PYTHON VENV_FLAGS...]: target/NAME, a link to the test

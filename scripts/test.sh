@@ -397,12 +397,37 @@ rm -f target/test-times.log
 began=$SECONDS
 run_it --test-threads=2 --skip serve::the_build_without_fuse "${skip_apart[@]}" | note_test_ends
 suite_times "$began" "the suites together"
+step "every test (io auto)" 530
+
+io_pass() {
+    ZARRFS_TEST_IO=$1 ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
+        run_it --test-threads=2 "${@:2}"
+}
+# io_modes FUNCTION STEP BUDGET: FUNCTION MODE run for both fixed I/O modes side by side
+# (their tests share no files, ports or mountpoints; most of their time is waiting),
+# each into its own log, printed when both are done.
+io_modes() {
+    local direct_pid direct_rc cache_rc
+    "$1" direct >target/test-io-direct.log 2>&1 &
+    direct_pid=$!
+    "$1" cache >target/test-io-cache.log 2>&1 && cache_rc=0 || cache_rc=$?
+    wait $direct_pid && direct_rc=0 || direct_rc=$?
+    cat target/test-io-direct.log target/test-io-cache.log
+    [ "$direct_rc" -eq 0 ] && [ "$cache_rc" -eq 0 ] || { echo "test.sh: an io pass failed (direct $direct_rc, cache $cache_rc)" >&2; exit 1; }
+    step "$2" "$3"
+}
+# The io passes of the tests that run with the others come next, while the fuzz build
+# may still run beside (on a new machine it outlasts the suites); the groups apart wait
+# for it, and their io passes come last, one group after the other.
+io_together() { io_pass "$1" "${io_tests[@]}"; }
+io_modes io_together "the io passes of the suites together" 110
+
 beside_rc=0
 wait $beside_pid || beside_rc=$?
 trap - EXIT
 cat target/test-beside.log
 [ "$beside_rc" -eq 0 ] || { echo "test.sh: the fuzz build or smoke run failed" >&2; exit 1; }
-step "every test (io auto), fuzzing beside" 540
+step "the fuzz build and smoke run beside (waited for)" 10
 # Every build of the run is done: it becomes the saved cargo build (scripts/test_cache.sh).
 cache_save_target
 step "the cargo build saved" 20
@@ -417,29 +442,15 @@ ZARRFS_TEST_BIN="$root/target/zarrfs-no-fuse" run_it --test-threads=2 --exact \
     serve::the_build_without_fuse_serves_every_fixture_array
 step "the build without FUSE" 5
 
-io_pass() {
-    ZARRFS_TEST_IO=$1 ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-20}" \
-        run_it --test-threads=2 "${@:2}"
-}
-# The two modes run side by side (their tests share no files, ports or mountpoints; most
-# of their time is waiting), each into its own log, printed when both are done; in each,
-# the groups apart come after the others, one after the other.
-io_mode() {
-    local io=$1 t rc=0
-    io_pass "$io" "${io_tests[@]}" || rc=1
+io_apart_groups() {
+    local t rc=0
     for t in "${apart[@]}"; do
         mapfile -t these < <(printf '%s\n' "${io_apart[@]}" | grep "^$t")
-        io_pass "$io" "${these[@]}" || rc=1
+        io_pass "$1" "${these[@]}" || rc=1
     done
     return $rc
 }
-io_mode direct >target/test-io-direct.log 2>&1 &
-direct_pid=$!
-io_mode cache >target/test-io-cache.log 2>&1 && cache_rc=0 || cache_rc=$?
-wait $direct_pid && direct_rc=0 || direct_rc=$?
-cat target/test-io-direct.log target/test-io-cache.log
-[ "$direct_rc" -eq 0 ] && [ "$cache_rc" -eq 0 ] || { echo "test.sh: an io pass failed (direct $direct_rc, cache $cache_rc)" >&2; exit 1; }
-step "the io passes (direct and cache)" 305
+io_modes io_apart_groups "the io passes of the suites apart" 195
 
 # The fixtures are shared by every run on the machine: no test may change them.
 changed=$(find "$fixtures"/ -newer "$fixtures/.made" ! -type d -print | head -5)
