@@ -47,7 +47,9 @@ fuse_requests() {
     grep -cE "read[v]?\(($fds)," "$trace" || true
 }
 stat_one() { stat "$1" >/dev/null; }
-stat_all() { find "$1" -maxdepth 1 -type f -not -name '.*' -exec stat -c %s {} + >/dev/null; }
+# stat_listed LIST: stat of every file named in LIST (made before, so that no listing of
+# the folder is among the requests counted).
+stat_listed() { xargs -d '\n' stat -c %s <"$1" >/dev/null; }
 
 for r in $(seq "$repeat"); do
     say "(sc) ls -l of 1,000 and 10,000 arrays and of 10,000 plain files, run $r/$repeat"
@@ -61,7 +63,8 @@ for r in $(seq "$repeat"); do
     record sc.ls10k.rss_kib "$(rss_kib "$mnt")"
     if [ "$r" -eq 1 ]; then
         record sc.ls10k.files "$(find "$mnt" -maxdepth 1 -type f -not -name '.*' | wc -l)"
-        record sc.ls10k.warm_requests "$(fuse_requests "$mnt" stat_all "$mnt")"
+        find "$mnt" -maxdepth 1 -type f -not -name '.*' >"$target_dir/bench-scale-files.txt"
+        record sc.ls10k.warm_requests "$(fuse_requests "$mnt" stat_listed "$target_dir/bench-scale-files.txt")"
     fi
     unmount "$mnt"
     drop_caches
