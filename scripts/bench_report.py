@@ -461,6 +461,20 @@ def scale_section(raw: Raw, add) -> list[str]:
     return lines
 
 
+def criterion_adder(crit: list):
+    """add(name, measured, threshold, higher_better, fmt): appends one acceptance row to
+    crit (PASS or FAIL against the threshold; n/a when nothing was measured)."""
+    def add(name: str, measured, threshold: float, higher_better: bool, fmt="{:.2f}") -> None:
+        if measured is None:
+            crit.append([name, "n/a", "", "n/a"])
+            return
+        ok = measured >= threshold if higher_better else measured <= threshold
+        op = "≥" if higher_better else "≤"
+        crit.append([name, fmt.format(measured), f"{op} {fmt.format(threshold)}",
+                     "PASS" if ok else "FAIL"])
+    return add
+
+
 def report_without_big_data(raw: Raw, out: str) -> int:
     """The report of a run whose sections read no 1 GiB array (no bench-data.json): the
     reference, Icechunk and scale sections that ran, and their criteria."""
@@ -471,15 +485,7 @@ def report_without_big_data(raw: Raw, out: str) -> int:
              f"start {raw.text('meta.loadavg_start')}, at the end {raw.text('meta.loadavg_end')}.",
              ""]
     crit = []
-
-    def add(name: str, measured, threshold: float, higher_better: bool, fmt="{:.2f}") -> None:
-        if measured is None:
-            crit.append([name, "n/a", "", "n/a"])
-            return
-        ok = measured >= threshold if higher_better else measured <= threshold
-        crit.append([name, fmt.format(measured), f"{'≥' if higher_better else '≤'} {fmt.format(threshold)}",
-                     "PASS" if ok else "FAIL"])
-
+    add = criterion_adder(crit)
     if raw.nums("k.mount"):
         lines += refs_section(raw, add)
     if raw.nums("l.mount"):
@@ -659,15 +665,7 @@ def main() -> int:
 
     # -- acceptance
     crit = []
-
-    def add(name: str, measured, threshold: float, higher_better: bool, fmt="{:.2f}") -> None:
-        if measured is None:
-            crit.append([name, "n/a", "", "n/a"])
-            return
-        ok = measured >= threshold if higher_better else measured <= threshold
-        op = "≥" if higher_better else "≤"
-        crit.append([name, fmt.format(measured), f"{op} {fmt.format(threshold)}",
-                     "PASS" if ok else "FAIL"])
+    add = criterion_adder(crit)
 
     def tput(key):
         s = raw.num(key)
