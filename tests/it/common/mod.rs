@@ -58,8 +58,7 @@ pub fn run_python<A: AsRef<std::ffi::OsStr>>(
     code: &str,
     args: impl IntoIterator<Item = A>,
 ) -> String {
-    let args: Vec<A> = args.into_iter().collect();
-    python_once(python, what, code, &args).unwrap_or_else(|failure| panic!("{failure}"))
+    python_runs(python, what, code, args, 1)
 }
 
 /// [`run_python`] for a script that only reads: a run killed by a signal (the icechunk
@@ -71,39 +70,40 @@ pub fn read_python<A: AsRef<std::ffi::OsStr>>(
     code: &str,
     args: impl IntoIterator<Item = A>,
 ) -> String {
+    python_runs(python, what, code, args, 3)
+}
+
+/// Runs the script up to `runs` times while it is killed by a signal; its stdout.
+fn python_runs<A: AsRef<std::ffi::OsStr>>(
+    python: &std::path::Path,
+    what: &str,
+    code: &str,
+    args: impl IntoIterator<Item = A>,
+    runs: u32,
+) -> String {
     use std::os::unix::process::ExitStatusExt;
     let args: Vec<A> = args.into_iter().collect();
-    let mut attempt = 1;
+    let mut run = 1;
     loop {
         match python_once(python, what, code, &args) {
             Ok(out) => return out,
-            Err(failure) if attempt < 3 && failure.status.signal().is_some() => {
-                eprintln!("{what}: run {attempt} of 3 failed, running it again: {failure}");
-                attempt += 1;
+            Err((status, account)) if run < runs && status.signal().is_some() => {
+                eprintln!("{what}: run {run} of {runs} failed, running it again: {account}");
+                run += 1;
             }
-            Err(failure) => panic!("{failure}"),
+            Err((_, account)) => panic!("{account}"),
         }
     }
 }
 
-/// How a Python run failed: its status, and its stderr and the end of its stdout.
-pub struct PythonFailure {
-    pub status: std::process::ExitStatus,
-    account: String,
-}
-
-impl std::fmt::Display for PythonFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.account)
-    }
-}
-
+/// One run: its stdout, or how it ended with an account of the failure (its stderr and
+/// the end of its stdout).
 fn python_once<A: AsRef<std::ffi::OsStr>>(
     python: &std::path::Path,
     what: &str,
     code: &str,
     args: &[A],
-) -> Result<String, PythonFailure> {
+) -> Result<String, (std::process::ExitStatus, String)> {
     let out = std::process::Command::new(python)
         .args(["-X", "faulthandler", "-c", code])
         .args(args)
@@ -120,15 +120,15 @@ fn python_once<A: AsRef<std::ffi::OsStr>>(
             .into_iter()
             .rev()
             .collect();
-        return Err(PythonFailure {
-            status: out.status,
-            account: format!(
+        return Err((
+            out.status,
+            format!(
                 "{what}: {} ({} bytes of stdout, ending {tail:?}): {}",
                 out.status,
                 out.stdout.len(),
                 String::from_utf8_lossy(&out.stderr)
             ),
-        });
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
