@@ -24,7 +24,7 @@
 #        g  `ls -lR` and `find -type f | wc -l` on the mounted 10k hierarchy against
 #           `find` on the store folder
 #        z  `zarrfs cat` against zarrs (the Rust Zarr library; benches/zarrs-read, built
-#           with its own target dir target/zarrs-read) reading each whole array into
+#           with its own target dir target/bench-zarrs-read) reading each whole array into
 #           memory, cold; both outputs' SHA-256 must match (scripts/bench_zarrs.sh;
 #           BENCH_ZARRS=0 skips it)
 #        bb three back-to-back reads of each array per --io mode with the default
@@ -163,10 +163,18 @@ is_mounted() { awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/s
 # served_endpoint. Put through the API, each object keeps the ETag computed as it
 # arrived, as on S3; a file dropped into s3s-fs's folder has none, and s3s-fs would hash
 # the whole file on every request for any range of it, a cost no S3 service has.
+# bench_s3s_fs: the s3s-fs the bench serves with, fully optimized, built once into
+# target/bench-tools (the test run's copy, target/tools, is built with less optimization).
+bench_s3s_fs() {
+    s3s_fs="$target_dir/bench-tools/bin/s3s-fs"
+    [ -x "$s3s_fs" ] && return
+    say "installing s3s-fs 0.14.1 into target/bench-tools"
+    cargo install --quiet --root "$target_dir/bench-tools" s3s-fs --version 0.14.1 --features binary --locked
+}
 serve_bucket() {
     local name="$1" dir="$2"
-    local s3s_fs="$target_dir/tools/bin/s3s-fs" buckets="$target_dir/bench-$1-buckets" port
-    [ -x "$s3s_fs" ] || cargo install --quiet --root "$target_dir/tools" s3s-fs --version 0.14.1 --features binary --locked
+    local s3s_fs buckets="$target_dir/bench-$1-buckets" port
+    bench_s3s_fs
     rm -rf "$buckets"
     mkdir -p "$buckets"
     port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

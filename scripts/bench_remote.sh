@@ -22,11 +22,7 @@
 latency_ms="${BENCH_LATENCY_MS:-20}"
 remote_reads="${BENCH_REMOTE_READS:-200}"
 remote_arrays=(zstd sharded)
-s3s_fs="$target_dir/tools/bin/s3s-fs"
-if ! [ -x "$s3s_fs" ]; then
-    say "installing s3s-fs 0.14.1 into target/tools"
-    cargo install --quiet --root "$target_dir/tools" s3s-fs --version 0.14.1 --features binary --locked
-fi
+bench_s3s_fs
 remote_dir="$target_dir/bench-remote"
 rm -rf "$remote_dir"
 mkdir -p "$remote_dir/buckets/bench"

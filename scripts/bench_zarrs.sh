@@ -15,8 +15,9 @@
 # (its page faults and the release at exit count in z.zarrs). Each repetition runs
 # `zarrfs cat` and the reader back to back, so that the VM's drifting speed affects both
 # alike. The reader is built once, with its own target dir
-# (target/zarrs-read); cargo leaves it alone when it is up to date.
-zarrs_target="$target_dir/zarrs-read"
+# (target/bench-zarrs-read: the test run's target/zarrs-read is built with less
+# optimization); cargo leaves it alone when it is up to date.
+zarrs_target="$target_dir/bench-zarrs-read"
 zarrs_read="$zarrs_target/release/zarrs-read"
 say "(z) cargo build --release --manifest-path benches/zarrs-read/Cargo.toml"
 CARGO_TARGET_DIR="$zarrs_target" cargo build --release --quiet --locked \

@@ -125,11 +125,12 @@ step "installing Debian's packages" 10
 # The cargo builds the tests need, in one job: the cargo build restored from the test
 # cache (only what changed since is compiled), fmt, the wheel (maturin links the binary
 # of this same build), the build without FUSE, the test binaries, linted as they are
-# compiled. The fuzz targets are built later, beside the tests, and the cargo build is
-# saved after them.
+# compiled. The fuzz targets are built by a job of their own (fuzz_build), and the cargo
+# build is saved after them.
 build_all() {
     local began=$SECONDS
     cache_restore_target
+    touch target/test-restored
     cargo fmt --check
     if [ -n "$quick" ]; then
         cargo test --release --no-run
@@ -147,39 +148,61 @@ build_all() {
         echo "test.sh: the build without FUSE has fuser in its tree" >&2
         return 1
     fi
-    unlinted cargo build --release "${no_fuse[@]}" --bin zarrfs
+    # zarrfs itself at opt-level 1 (its dependencies are the default build's): the test
+    # reads the small fixtures through it, and it compiles in about half the time.
+    unlinted cargo build --release "${no_fuse[@]}" --bin zarrfs \
+        --config 'profile.release.package.zarrfs.opt-level=1'
     cp target/release/zarrfs target/zarrfs-no-fuse
     cargo test --release --no-run
     echo "test.sh: build: everything took $((SECONDS - began)) s"
 }
-# The test servers and tools built from crates.io, each an entry of the test cache:
-# s3s-fs (0.14.1 is the last that builds on this Rust), zarrs' reader of whole arrays
-# (benches/zarrs-read), which the write tests read back with, and cargo-afl with AFL++.
-# A job of its own: on a new machine it runs beside the others.
+# The test server and reader built from crates.io, each an entry of the test cache:
+# s3s-fs (0.14.1 is the last that builds on this Rust) and zarrs' reader of whole arrays
+# (benches/zarrs-read), which the write tests read back with. A job of its own: on a new
+# machine it runs beside the others. They serve and read the tests' small stores, so they
+# are built with less optimization and no debug information, which halves their compile
+# time; scripts/bench.sh builds its own, fully optimized, copies of both.
 build_tools() {
-    build_s3s() { cargo install --quiet --root "$1" s3s-fs --version 0.14.1 --features binary --locked; }
+    local quick_profile=(CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false
+        CARGO_PROFILE_RELEASE_LTO=false CARGO_INCREMENTAL=0)
+    build_s3s() { env "${quick_profile[@]}" cargo install --quiet --root "$1" s3s-fs --version 0.14.1 --features binary --locked; }
     local s3s
-    s3s=$(cache_entry s3s-fs "$(cache_key 0.14.1 "$(rustc -vV)")" build_s3s)
+    s3s=$(cache_entry s3s-fs "$(cache_key 0.14.1 "$(rustc -vV)" "${quick_profile[*]}")" build_s3s)
     cache_point target/tools/bin/s3s-fs "$s3s/bin/s3s-fs"
     build_zarrs_read() {
-        CARGO_TARGET_DIR="$1" cargo build --release -q --manifest-path benches/zarrs-read/Cargo.toml
+        env "${quick_profile[@]}" CARGO_TARGET_DIR="$1" cargo build --release -q --locked \
+            --manifest-path benches/zarrs-read/Cargo.toml
     }
     local zr_key
-    zr_key=$(cache_key "$(rustc -vV)" benches/zarrs-read/Cargo.toml benches/zarrs-read/Cargo.lock benches/zarrs-read/src/*.rs)
+    zr_key=$(cache_key "$(rustc -vV)" "${quick_profile[*]}" benches/zarrs-read/Cargo.toml benches/zarrs-read/Cargo.lock benches/zarrs-read/src/*.rs)
     cache_link zarrs-read "$zr_key" target/zarrs-read build_zarrs_read
-    # cargo-afl and AFL++ for the fuzz build beside the tests.
-    unlinted bash scripts/fuzz.sh --tools
 }
-rm -f target/test-build.log target/test-tools.log
+# The fuzz targets' build (AFL-instrumented, in target/fuzz, with cargo-afl and AFL++ from
+# the test cache): niced to the lowest priority from the start, so that it takes only the
+# CPU the other builds and the tests leave idle (on a new machine, the minutes of its
+# build would otherwise come after the others'). It waits for the saved build to be
+# restored, which holds target/fuzz; the smoke run beside the tests waits for it (fuzz.sh
+# runs one at a time).
+fuzz_build() {
+    while ! [ -e target/test-restored ]; do
+        kill -0 "$build_pid" 2>/dev/null || { echo "test.sh: the build ended before its restore" >&2; return 1; }
+        sleep 1
+    done
+    unlinted nice -n 19 bash scripts/fuzz.sh --build
+}
+rm -f target/test-build.log target/test-tools.log target/test-fuzz-build.log target/test-restored
 build_all >target/test-build.log 2>&1 &
 build_pid=$!
 tools_pid=
+fuzz_build_pid=
 if [ -z "$quick" ]; then
     build_tools >target/test-tools.log 2>&1 &
     tools_pid=$!
+    fuzz_build >target/test-fuzz-build.log 2>&1 &
+    fuzz_build_pid=$!
 fi
 # A run killed meanwhile ends its build jobs too.
-trap 'kill $build_pid $tools_pid 2>/dev/null || true' EXIT
+trap 'kill $build_pid $tools_pid $fuzz_build_pid 2>/dev/null || true' EXIT
 
 # --- The caches: venvs, fixtures, test servers, the container base ---
 if [ -z "$quick" ]; then
@@ -233,7 +256,7 @@ build_rc=0
 wait $build_pid || build_rc=$?
 tools_rc=0
 [ -z "$tools_pid" ] || wait $tools_pid || tools_rc=$?
-trap - EXIT
+trap 'kill $fuzz_build_pid 2>/dev/null || true' EXIT
 cat target/test-build.log
 [ -z "$tools_pid" ] || cat target/test-tools.log
 [ "$build_rc" -eq 0 ] || { echo "test.sh: the build failed" >&2; exit 1; }
@@ -382,16 +405,13 @@ export ZARRFS_TEST_PYTHON="$root/target/venv-zarr3/bin/python"
 # own, then the end-to-end suites, the groups apart one after the other.
 skip_apart=()
 for t in "${apart[@]}"; do skip_apart+=(--skip "$t"); done
-# Beside them, niced (the tests come first): the fuzz targets' build (AFL-instrumented,
-# target/fuzz), and the fuzz smoke run, every fuzz target for 15 s under afl-fuzz,
-# failing on a crash. Their log is printed when the suites are done.
-beside() {
-    unlinted nice -n 19 bash scripts/fuzz.sh --build
-    unlinted bash scripts/fuzz.sh 15
-}
+# Beside them, once the fuzz build is done: the fuzz smoke run, every fuzz target for 15 s
+# under afl-fuzz, failing on a crash (its own cargo afl build finds the targets up to
+# date). Its log and the fuzz build's are printed when the suites are done.
+beside() { unlinted bash scripts/fuzz.sh 15; }
 beside >target/test-beside.log 2>&1 &
 beside_pid=$!
-trap 'kill $beside_pid 2>/dev/null || true' EXIT
+trap 'kill $fuzz_build_pid $beside_pid 2>/dev/null || true' EXIT
 run_others --test-threads=2
 rm -f target/test-times.log
 began=$SECONDS
@@ -422,11 +442,14 @@ io_modes() {
 io_together() { io_pass "$1" "${io_tests[@]}"; }
 io_modes io_together "the io passes of the suites together" 110
 
+fuzz_build_rc=0
+wait $fuzz_build_pid || fuzz_build_rc=$?
 beside_rc=0
 wait $beside_pid || beside_rc=$?
 trap - EXIT
-cat target/test-beside.log
-[ "$beside_rc" -eq 0 ] || { echo "test.sh: the fuzz build or smoke run failed" >&2; exit 1; }
+cat target/test-fuzz-build.log target/test-beside.log
+[ "$fuzz_build_rc" -eq 0 ] || { echo "test.sh: the fuzz build failed" >&2; exit 1; }
+[ "$beside_rc" -eq 0 ] || { echo "test.sh: the fuzz smoke run failed" >&2; exit 1; }
 step "the fuzz build and smoke run beside (waited for)" 10
 # Every build of the run is done: it becomes the saved cargo build (scripts/test_cache.sh).
 cache_save_target
