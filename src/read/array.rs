@@ -251,6 +251,15 @@ impl Array {
         self.unit_repr.fixed_len().unwrap_or(0)
     }
 
+    /// Bytes a unit's decode makes, as [`decoding::decode_sized`] weighs it: unknown (the
+    /// most) for variable-length units.
+    fn turn_bytes(&self) -> usize {
+        match self.unit_bytes() {
+            0 => usize::MAX,
+            n => n,
+        }
+    }
+
     /// Bytes a unit's load holds at its height: the decoded unit and, when its chain
     /// decodes the stored bytes into another buffer (a compressed chunk), those too, by
     /// the mean of the units read so far (as many as decoded before the first).
@@ -337,7 +346,8 @@ impl Array {
                     (None, _) => self.unit_repr.fill_marker(),
                     (Some(bytes), Some(chain)) => {
                         self.note_stored(&bytes);
-                        decoding::decode(|| chain.decode(bytes)).map_err(|e| e.at_key(&key))
+                        decoding::decode_sized(self.turn_bytes(), || chain.decode(bytes))
+                            .map_err(|e| e.at_key(&key))
                     }
                     (Some(_), None) => Err(Error::unsupported(
                         &key,
@@ -388,7 +398,8 @@ impl Array {
                     None => span(offset, nbytes)?.bytes,
                 };
                 self.note_stored(&bytes);
-                decoding::decode(|| shard.inner.decode(bytes)).map_err(|e| e.at_key(&key))
+                decoding::decode_sized(self.turn_bytes(), || shard.inner.decode(bytes))
+                    .map_err(|e| e.at_key(&key))
             }
         }
     }

@@ -112,6 +112,20 @@ impl Drop for Turn<'_> {
     }
 }
 
+/// Decodes of at most this many bytes (decoded) run at once, without a turn: they take
+/// less time than waiting for one and handing it on.
+pub const WITHOUT_TURN: usize = 16 << 10;
+
+/// Run `decode`, of `bytes` decoded bytes, in its turn: at once while fewer decodes than
+/// cores run or when it is small ([`WITHOUT_TURN`]), else when a turn passes to it (a
+/// reader's first, then prefetches by ticket).
+pub fn decode_sized<T>(bytes: usize, decode: impl FnOnce() -> T) -> T {
+    if bytes <= WITHOUT_TURN {
+        return decode();
+    }
+    self::decode(decode)
+}
+
 /// Run `decode` in its turn: at once while fewer decodes than cores run, else when a
 /// turn passes to it (a reader's first, then prefetches by ticket).
 pub fn decode<T>(decode: impl FnOnce() -> T) -> T {

@@ -1,8 +1,9 @@
 //! Background decoding ahead of readers: a pool of worker threads (two per core by
 //! default) fed through a bounded queue. Jobs that do not fit are dropped: prefetch is a
-//! hint, and a reader that needs the unit decodes it itself. One more thread tells the
-//! store which values the queued decodes will read, so that a local disk reads them in
-//! the background while the decoders are busy with earlier ones.
+//! hint, and a reader that needs the unit decodes it itself. As many more threads tell
+//! the store which values the queued decodes will read, so that a local disk reads them
+//! in the background while the decoders are busy with earlier ones: on a cold disk, each
+//! of a small chunk's files waits for its inode, and several wait at once.
 
 use std::sync::Arc;
 
@@ -21,11 +22,12 @@ pub struct Prefetcher {
 }
 
 impl Prefetcher {
-    /// A pool of `threads` workers with room for 256 queued jobs.
+    /// A pool of `threads` workers with room for 256 queued jobs, and as many hint
+    /// threads.
     pub fn new(threads: usize) -> Arc<Prefetcher> {
         Arc::new(Prefetcher {
             pool: Pool::new(threads, "prefetch"),
-            hints: Pool::new(1, "readahead"),
+            hints: Pool::new(threads, "readahead"),
         })
     }
 
@@ -37,8 +39,8 @@ impl Prefetcher {
             .try_run(QUEUE_LIMIT, move || decoding::as_prefetch(ticket, job))
     }
 
-    /// Queue `job`, which hints the store about reads to come, on the hint thread;
-    /// dropped when its queue is full.
+    /// Queue `job`, which hints the store about reads to come, on a hint thread;
+    /// dropped when their queue is full.
     pub fn hint(&self, job: impl FnOnce() + Send + 'static) {
         self.hints.try_run(QUEUE_LIMIT, job);
     }

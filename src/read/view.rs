@@ -24,8 +24,19 @@ mod stream;
 /// Requests of a remote store the readahead window spans, at least.
 const REQUESTS_AHEAD: u64 = 16;
 
-/// Units queued for prefetch per read, at most.
+/// Units queued for prefetch per read, at most: this many, or as many small units as
+/// hold [`MAX_PREFETCH_BYTES`] (a read of a few MiB of 1 KiB chunks spans thousands).
 const MAX_PREFETCH_UNITS: usize = 256;
+
+/// Decoded bytes of the units queued for prefetch per read, at most, when that is more
+/// than [`MAX_PREFETCH_UNITS`] units.
+const MAX_PREFETCH_BYTES: usize = 8 << 20;
+
+/// Decoded bytes of the units one prefetch job decodes, at most (one unit when larger).
+const BATCH_BYTES: usize = 64 << 10;
+
+/// Units one job of the hint threads names to the store.
+const HINTS_PER_JOB: usize = 16;
 
 /// Units a read answered from the cache alone ([`View::read_now`]) may gather, at most.
 const MAX_NOW_UNITS: usize = 64;
@@ -262,10 +273,16 @@ impl View {
     /// Queue background decodes of `units` that are neither cached, loading nor queued;
     /// false when the queue was full. `inline`: on a thread that answers at once, units
     /// whose cache key the store would have to be asked for are left to later reads.
+    /// Small units go in batches of about [`BATCH_BYTES`], one job each, so that a job's
+    /// hand-over to a worker is not paid per unit.
     fn prefetch(&self, prefetcher: &Prefetcher, units: Vec<Vec<u64>>, inline: bool) -> bool {
+        let unit_bytes = self.loader.array.unit_bytes().max(1);
+        let per_batch = (BATCH_BYTES / unit_bytes).max(1);
         let mut queued = Vec::new();
+        let mut batch: Vec<(UnitKey, Vec<u64>)> = Vec::new();
         let mut all = true;
-        for unit in units {
+        let mut units = units.into_iter().peekable();
+        while let Some(unit) = units.next() {
             let key = if inline {
                 match self.loader.key_now(&unit) {
                     Some(key) => key,
@@ -274,27 +291,45 @@ impl View {
             } else {
                 self.loader.key(&unit)
             };
-            if !self.cache.claim_prefetch(&key) {
+            if self.cache.claim_prefetch(&key) {
+                batch.push((key, unit));
+            }
+            if batch.len() < per_batch && units.peek().is_some() {
                 continue;
             }
+            if batch.is_empty() {
+                continue;
+            }
+            let jobs = std::mem::take(&mut batch);
+            let units_of: Vec<Vec<u64>> = jobs.iter().map(|(_, unit)| unit.clone()).collect();
+            let keys: Vec<UnitKey> = jobs.iter().map(|(key, _)| key.clone()).collect();
             let (loader, cache) = (self.loader.clone(), self.cache.clone());
-            let job_key = key.clone();
             let size = loader.array.load_bytes();
-            let job_unit = unit.clone();
-            let job = move || cache.prefetch(&job_key, size, || loader.load(&job_unit));
+            let job = move || {
+                for (key, unit) in jobs {
+                    cache.prefetch(&key, size, || loader.load(&unit));
+                }
+            };
             if !prefetcher.submit(job) {
-                self.cache.unclaim_prefetch(&key);
+                keys.iter().for_each(|key| self.cache.unclaim_prefetch(key));
                 all = false;
                 break;
             }
-            queued.push(unit);
+            queued.extend(units_of);
         }
-        // The store starts reading what the queued decodes need.
-        if !queued.is_empty() {
-            let array = self.loader.array.clone();
-            prefetcher.hint(move || queued.iter().for_each(|unit| array.will_need(unit)));
+        // The store starts reading what the queued decodes need, a few units a job, so
+        // that the hint threads wait for a cold disk's reads side by side.
+        for hints in queued.chunks(HINTS_PER_JOB) {
+            let (array, hints) = (self.loader.array.clone(), hints.to_vec());
+            prefetcher.hint(move || hints.iter().for_each(|unit| array.will_need(unit)));
         }
         all
+    }
+
+    /// Units queued for prefetch per read, at most (see [`MAX_PREFETCH_UNITS`]).
+    fn prefetch_cap(&self) -> usize {
+        let unit_bytes = self.loader.array.unit_bytes().max(1);
+        MAX_PREFETCH_UNITS.max(MAX_PREFETCH_BYTES / unit_bytes)
     }
 
     /// Before a read of `[offset, offset + len)`: start decoding what it needs (beyond the
@@ -309,7 +344,7 @@ impl View {
         let mut needed = self.units(
             offset / item,
             (offset + len).div_ceil(item),
-            MAX_PREFETCH_UNITS,
+            self.prefetch_cap(),
         );
         if needed.len() > 1 {
             needed.remove(0);
@@ -318,8 +353,9 @@ impl View {
         let Some((from, to)) = cursor.advance(offset, len, self.max_window, self.size()) else {
             return;
         };
-        let units = self.units(from / item, to.div_ceil(item), MAX_PREFETCH_UNITS);
-        let truncated = units.len() >= MAX_PREFETCH_UNITS;
+        let cap = self.prefetch_cap();
+        let units = self.units(from / item, to.div_ceil(item), cap);
+        let truncated = units.len() >= cap;
         if !self.prefetch(prefetcher, units, inline) || truncated {
             cursor.unplan(from, to);
         }

@@ -1,19 +1,30 @@
 //! A store backed by a local folder. Every key is validated so that nothing outside the
 //! root is ever opened: no `..`, no absolute paths, no NUL, no symlinks leading outside.
+//! A value is opened by the kernel beneath the root's descriptor (`openat2` with
+//! `RESOLVE_BENEATH`: one system call, however deep the key; `folder_root.rs` holds the
+//! descriptor); only a path the kernel will not resolve that way (an absolute symlink,
+//! one through `..`) is checked by resolving it in full.
 
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io::{self, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use nix::errno::Errno;
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 
 use crate::error::{Error, Result};
 use crate::store::{read_value, ByteRange, Caps, Head, Listing, Store, Value, Version};
+
+use super::folder_root::RootDir;
 
 /// A store over a directory tree (written through [`crate::store::write::Writer`]).
 #[derive(Debug, Clone)]
 pub struct FolderStore {
     root: PathBuf,
+    dir: Arc<RootDir>,
 }
 
 impl FolderStore {
@@ -30,7 +41,10 @@ impl FolderStore {
                 root.display()
             )));
         }
-        Ok(FolderStore { root: canonical })
+        Ok(FolderStore {
+            dir: Arc::new(RootDir::new(canonical.clone())),
+            root: canonical,
+        })
     }
 
     /// The folder's real path.
@@ -40,16 +54,7 @@ impl FolderStore {
 
     /// Map a key to a path inside the root, refusing anything that could leave it.
     pub(super) fn resolve(&self, key: &str) -> Result<PathBuf> {
-        if key.contains('\0') || key.starts_with('/') || key.contains('\\') {
-            return Err(Error::InvalidKey(key.to_string()));
-        }
-        let mut path = self.root.clone();
-        for part in key.split('/').filter(|p| !p.is_empty()) {
-            match Path::new(part).components().next() {
-                Some(Component::Normal(_)) if part != "." && part != ".." => path.push(part),
-                _ => return Err(Error::InvalidKey(key.to_string())),
-            }
-        }
+        let path = self.root.join(relative(key)?);
         // Symlinks are allowed only when they stay inside the root.
         match path.canonicalize() {
             Ok(real) if !real.starts_with(&self.root) => Err(io_err(
@@ -76,20 +81,25 @@ impl FolderStore {
         out
     }
 
-    /// Open the regular file at `key`; `None` when nothing is there. Anything else at the
-    /// key (a directory, FIFO, socket or device) is an error, found without blocking: the
-    /// open never waits for a FIFO's writer or a device.
-    fn open_file(&self, key: &str) -> Result<Option<File>> {
-        let path = self.resolve(key)?;
-        let opened = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(&path);
+    /// Open the regular file at `key` with its metadata; `None` when nothing is there.
+    /// Anything else at the key (a directory, FIFO, socket or device) is an error, found
+    /// without blocking: the open never waits for a FIFO's writer or a device.
+    fn open_file(&self, key: &str) -> Result<Option<(File, Metadata)>> {
+        let opened = match self.open_beneath(key)? {
+            Some(opened) => opened,
+            None => {
+                let path = self.resolve(key)?;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                    .open(&path)
+            }
+        };
         match opened {
             Ok(f) => {
                 let meta = f.metadata().map_err(|source| io_err(key, source))?;
                 if meta.is_file() {
-                    Ok(Some(f))
+                    Ok(Some((f, meta)))
                 } else {
                     Err(io_err(
                         key,
@@ -101,7 +111,62 @@ impl FolderStore {
             Err(source) => Err(io_err(key, source)),
         }
     }
+
+    /// The open of `key` by the kernel beneath the root: every component, symlinks
+    /// included, resolved without leaving it. `None` when the kernel would not resolve
+    /// the key that way (an absolute symlink or a `..` in one, a kernel without
+    /// `openat2`, a concurrent rename): then [`FolderStore::resolve`] decides.
+    fn open_beneath(&self, key: &str) -> Result<Option<io::Result<File>>> {
+        let rel = relative(key)?;
+        let rel: &Path = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            &rel
+        };
+        let how = OpenHow::new()
+            .flags(OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let outcome = |opened: nix::Result<std::os::fd::OwnedFd>| match opened {
+            Ok(fd) => Some(Ok(File::from(fd))),
+            Err(Errno::EXDEV | Errno::ENOSYS | Errno::EPERM | Errno::EAGAIN | Errno::EINVAL) => {
+                None
+            }
+            Err(errno) => Some(Err(io::Error::from(errno))),
+        };
+        let root = match self.dir.get(false) {
+            Ok(root) => root,
+            Err(source) => return Ok(Some(Err(source))),
+        };
+        match openat2(&root, rel, how) {
+            // Missing beneath the folder held: once more beneath the one at the root's
+            // path now, should that be another.
+            Err(errno @ (Errno::ENOENT | Errno::ENOTDIR)) => match self.dir.get(true) {
+                Ok(now) if !now.same(&root) => Ok(outcome(openat2(&now, rel, how))),
+                _ => Ok(outcome(Err(errno))),
+            },
+            opened => Ok(outcome(opened)),
+        }
+    }
 }
+
+/// The path of `key` below the root, refusing anything that could leave it: `..`, `.`,
+/// absolute paths, NUL and backslashes.
+fn relative(key: &str) -> Result<PathBuf> {
+    if key.contains('\0') || key.starts_with('/') || key.contains('\\') {
+        return Err(Error::InvalidKey(key.to_string()));
+    }
+    let mut path = PathBuf::new();
+    for part in key.split('/').filter(|p| !p.is_empty()) {
+        match Path::new(part).components().next() {
+            Some(Component::Normal(_)) if part != "." && part != ".." => path.push(part),
+            _ => return Err(Error::InvalidKey(key.to_string())),
+        }
+    }
+    Ok(path)
+}
+
+/// Whole values larger than this are announced to the kernel before they are read.
+const FADVISE_ABOVE: u64 = 128 << 10;
 
 fn io_err(key: &str, source: io::Error) -> Error {
     Error::Io {
@@ -119,20 +184,26 @@ fn is_missing(e: &io::Error) -> bool {
 
 impl Store for FolderStore {
     fn read(&self, key: &str, range: Option<ByteRange>) -> Result<Option<Value>> {
-        let Some(mut f) = self.open_file(key)? else {
+        let Some((mut f, meta)) = self.open_file(key)? else {
             return Ok(None);
         };
-        let meta = f.metadata().map_err(|e| io_err(key, e))?;
         let version = Version::of_file(&meta);
         let bytes = match range {
             None => {
                 let size = meta.len();
                 // Ask for the whole file at once: one large read from a cold disk, not a
-                // readahead window that starts small.
-                // SAFETY: advice on a descriptor we own; failure only loses the hint.
-                unsafe {
-                    libc::posix_fadvise(f.as_raw_fd(), 0, size as i64, libc::POSIX_FADV_WILLNEED)
-                };
+                // readahead window that starts small (which a small file does not pass).
+                if size > FADVISE_ABOVE {
+                    // SAFETY: advice on a descriptor we own; failure only loses the hint.
+                    unsafe {
+                        libc::posix_fadvise(
+                            f.as_raw_fd(),
+                            0,
+                            size as i64,
+                            libc::POSIX_FADV_WILLNEED,
+                        )
+                    };
+                }
                 read_value(key, f, size)?
             }
             Some(range) => {
@@ -146,10 +217,9 @@ impl Store for FolderStore {
     }
 
     fn head(&self, key: &str) -> Result<Option<Head>> {
-        let Some(f) = self.open_file(key)? else {
+        let Some((_, meta)) = self.open_file(key)? else {
             return Ok(None);
         };
-        let meta = f.metadata().map_err(|e| io_err(key, e))?;
         Ok(Some(Head {
             size: meta.len(),
             version: Version::of_file(&meta),
@@ -157,7 +227,7 @@ impl Store for FolderStore {
     }
 
     fn will_need(&self, key: &str) {
-        if let Ok(Some(f)) = self.open_file(key) {
+        if let Ok(Some((f, _))) = self.open_file(key) {
             // SAFETY: advice on a descriptor we own; failure only loses the hint.
             unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED) };
         }
@@ -308,5 +378,19 @@ mod tests {
         assert_eq!(s.list_dir("a").unwrap().prefixes, vec!["sib"]);
         std::os::unix::fs::symlink(dir.join("root/a/k"), dir.join("root/inside")).unwrap();
         assert_eq!(s.get("inside").unwrap().unwrap(), b"0123456789");
+        // Relative links: within the root (the kernel resolves them beneath it), out of
+        // it and back in (refused by the kernel, then allowed by the full check), and out.
+        std::os::unix::fs::symlink("a/k", dir.join("root/rel")).unwrap();
+        std::os::unix::fs::symlink("../../root/a/k", dir.join("root/a/back")).unwrap();
+        std::os::unix::fs::symlink("../../secret", dir.join("root/a/rel_out")).unwrap();
+        assert_eq!(s.get("rel").unwrap().unwrap(), b"0123456789");
+        assert_eq!(s.get("a/back").unwrap().unwrap(), b"0123456789");
+        assert_eq!(s.head("a/back").unwrap().unwrap().size, 10);
+        let err = s.get("a/rel_out").unwrap_err().to_string();
+        assert!(err.contains("outside the store root"), "{err}");
+        assert!(s.head("a/rel_out").is_err());
+        // A link to a folder outside makes no key beneath it readable.
+        std::os::unix::fs::symlink("../..", dir.join("root/a/top")).unwrap();
+        assert!(s.get("a/top/secret").is_err());
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod blob;
 pub mod folder;
+mod folder_root;
 mod folder_write;
 pub mod memory;
 #[cfg(feature = "remote")]
