@@ -121,6 +121,9 @@ pub struct Entry {
     pub listing: Mutex<Option<(Stamp, Arc<Vec<super::DirEntry>>)>>,
     /// A file's content, loaded once: the inode shows it for its whole life.
     pub content: Mutex<Option<Arc<Content>>>,
+    /// A file's size, known before its content is loaded (a sidecar's, from its text
+    /// made once and dropped); `u64::MAX` while not known.
+    pub size: AtomicU64,
 }
 
 /// One open file of an inode's reading, counted until it is dropped: while any is, a
@@ -406,6 +409,7 @@ impl Entry {
             opens: AtomicU64::new(0),
             listing: Mutex::new(None),
             content: Mutex::new(None),
+            size: AtomicU64::new(u64::MAX),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Files: the content of each (loaded once per inode, an array's shared by its files),
 //! their attributes, and opens, reads and closes of them.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::content::{self, Content, Part};
@@ -135,20 +136,35 @@ impl ZarrFs {
     }
 
     /// The size of a file's content. On a mount with no refresh interval, an array's raw
-    /// file not yet opened is sized from its metadata, with nothing built or kept for it
-    /// (a listing asks it of every array; the view and its caches are made at the first
-    /// open). Any other file is loaded: under a refresh interval an inode's content is
-    /// bound to the reading it was looked up at as soon as it is asked for.
+    /// file not yet opened is sized from its metadata, and a sidecar from its text made
+    /// and dropped, with nothing kept for either (a listing asks it of every array and
+    /// sidecar; the view and its caches, or the text, are made at the first open). Any
+    /// other file is loaded: under a refresh interval an inode's content is bound to the
+    /// reading it was looked up at as soon as it is asked for.
     fn file_size(&self, entry: &Entry) -> Result<u64> {
         let unbound = self.hierarchy.refresh_interval().is_none();
-        if let (Node::Array(path), true) = (&entry.node, unbound) {
+        if unbound {
             let loaded = entry.content.lock().as_ref().map(|c| c.size());
             if let Some(size) = loaded {
                 return Ok(size);
             }
-            let meta = self.hierarchy.array(path)?;
-            if let Some(size) = crate::read::array::flat_size(&meta)? {
-                return Ok(size);
+            match &entry.node {
+                Node::Array(path) => {
+                    let meta = self.hierarchy.array(path)?;
+                    if let Some(size) = crate::read::array::flat_size(&meta)? {
+                        return Ok(size);
+                    }
+                }
+                node @ (Node::ArraySidecar(_) | Node::GroupSidecar(_)) => {
+                    let known = entry.size.load(Ordering::Relaxed);
+                    if known != u64::MAX {
+                        return Ok(known);
+                    }
+                    let size = self.load(node)?.size();
+                    entry.size.store(size, Ordering::Relaxed);
+                    return Ok(size);
+                }
+                _ => {}
             }
         }
         Ok(self.content(entry)?.size())

@@ -1153,6 +1153,27 @@ fn a_listed_array_is_sized_from_its_metadata_and_nothing_is_built_until_it_is_op
     assert_eq!(fs.getattr(temp.ino).unwrap().size, temp.size);
     assert_eq!(whole(&fs, temp.ino).len() as u64, temp.size);
     fs.release(fh);
+    // A sidecar is sized from its text, which is not kept until it is opened; the size
+    // is the length of what the open then reads.
+    let side = fs.lookup(ROOT, ".temperature.json").unwrap();
+    let entry = fs.entry(side.ino).unwrap();
+    assert!(
+        entry.content.lock().is_none(),
+        "a sidecar's lookup keeps no text"
+    );
+    assert_eq!(fs.getattr(side.ino).unwrap().size, side.size);
+    let text = whole(&fs, side.ino);
+    assert!(text.starts_with(b"{"), "{}", String::from_utf8_lossy(&text));
+    assert_eq!(text.len() as u64, side.size);
+    // The security and ACL attributes `ls -l` asks for are none, as the user ones are
+    // there.
+    for name in ["security.selinux", "system.posix_acl_access"] {
+        assert!(
+            matches!(fs.getxattr(temp.ino, name), Err(Error::NoAttribute)),
+            "{name}"
+        );
+    }
+    assert_eq!(fs.getxattr(temp.ino, "user.zarr.kind").unwrap(), b"array");
     let _ = std::fs::remove_dir_all(dir);
 }
 

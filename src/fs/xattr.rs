@@ -163,6 +163,11 @@ impl ZarrFs {
     /// The extended attribute `name` of `ino`: only its own kind is made (the metadata's,
     /// or what the mount knows, which loads an array's view).
     pub fn getxattr(&self, ino: u64, name: &str) -> Result<Vec<u8>> {
+        // Every attribute is a `user.` one: the security and ACL attributes that `ls -l`
+        // asks of each file are answered at once.
+        if !name.starts_with("user.") {
+            return Err(Error::NoAttribute);
+        }
         let of_mount = name.starts_with("user.zarrfs.") && name != "user.zarrfs.snapshot";
         let attrs = if of_mount {
             self.mount_attributes(ino)?
