@@ -2,7 +2,9 @@
 //! that panics (a bug, never bad input: that is an error) is caught: it is logged in one
 //! line, whatever it held is dropped (a FUSE reply dropped unanswered sends EIO), and the
 //! worker goes on with the next job. A [`FairPool`] keeps one file's jobs from taking
-//! every worker: a file whose reads hang on its store leaves the others served.
+//! every worker: a file whose reads hang on its store leaves the others served. How many
+//! cores the process may use, which sizes the pools, is asked of the system once
+//! ([`cores`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -13,6 +15,14 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 type Job = Box<dyn FnOnce() + Send>;
+
+/// The cores the process may use (at least 1; 2 when the system cannot tell), asked of
+/// the system once: the standard library reads the cgroup's CPU quota files at every
+/// ask, and the count sizes things on paths as hot as each listed member's read.
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(2, usize::from))
+}
 
 pub struct Pool {
     jobs: Sender<Job>,
@@ -178,6 +188,12 @@ impl FairPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_count_of_cores_is_the_systems_and_stays() {
+        let asked = std::thread::available_parallelism().map_or(2, usize::from);
+        assert_eq!((super::cores(), super::cores()), (asked, asked));
+    }
 
     #[test]
     fn a_key_whose_jobs_hang_leaves_workers_for_the_others() {

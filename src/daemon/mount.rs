@@ -117,7 +117,7 @@ pub fn default_materialize() -> u64 {
 /// Loops reading requests from the kernel: one per core (they answer reads of decoded
 /// bytes themselves and hand everything else to the worker pools of [`Serving`]).
 fn request_loops() -> usize {
-    std::thread::available_parallelism().map_or(2, usize::from)
+    crate::pool::cores()
 }
 
 /// Let the kernel read ahead `kib` KiB on this mount (its default is 128 KiB, which also

@@ -30,8 +30,7 @@ struct State {
     arrivals: u64,
 }
 
-static TURNS: LazyLock<Turns> =
-    LazyLock::new(|| Turns::new(std::thread::available_parallelism().map_or(2, usize::from)));
+static TURNS: LazyLock<Turns> = LazyLock::new(|| Turns::new(crate::pool::cores()));
 
 thread_local! {
     /// The urgency of this thread's decodes: 0 (a reader waiting for them) unless a

@@ -100,7 +100,7 @@ pub fn serve(cfg: ServeConfig) -> Result<()> {
     // stay.
     let core = Serving::new(fs, threads, cfg.io, 0, false);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(std::thread::available_parallelism().map_or(2, usize::from))
+        .worker_threads(crate::pool::cores())
         .thread_name("http")
         .enable_all()
         .build()

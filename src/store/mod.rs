@@ -158,7 +158,7 @@ impl Caps {
     /// A local store: one request per core, each value read alone, no shared caches.
     pub fn local() -> Caps {
         Caps {
-            concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            concurrency: crate::pool::cores(),
             request_bytes: 0,
             location: None,
         }

@@ -347,9 +347,7 @@ fn commit_held(
         fill: &fill,
     };
     let chunks: Vec<Vec<u64>> = chunks.into_iter().collect();
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, MAX_WORKERS);
+    let workers = crate::pool::cores().clamp(1, MAX_WORKERS);
     prepare_and_apply(&ctx, &chunks, workers, change, &mut done)?;
     if shape != meta.shape && !change.all_or_nothing() {
         // A shrink drops the chunks wholly past the new end; the document follows the
