@@ -114,12 +114,19 @@ impl ZarrFs {
         writes.staged(h.array.as_deref()?)
     }
 
-    /// The size of an array file whose array is being written (staged).
+    /// The size of an array file whose array is being written (staged), or of a sidecar
+    /// open for editing (its text as written so far, not the text it shows).
     pub(super) fn staged_size(&self, node: &Node) -> Option<u64> {
-        let Node::Array(path) = node else {
-            return None;
-        };
-        Some(self.writes.as_ref()?.staged(path)?.size())
+        match node {
+            Node::Array(path) => Some(self.writes.as_ref()?.staged(path)?.size()),
+            Node::ArraySidecar(path) | Node::GroupSidecar(path) if self.writable() => {
+                let edits = self.handles.editing(path);
+                let edit = edits.iter().find_map(|h| h.edit.as_ref())?;
+                let len = edit.text.lock().len();
+                Some(len as u64)
+            }
+            _ => None,
+        }
     }
 
     /// Lay what `staged` holds over the `n` bytes read from `offset` of `h` into `buf`:

@@ -273,11 +273,16 @@ impl View {
     /// Queue background decodes of `units` that are neither cached, loading nor queued;
     /// false when the queue was full. `inline`: on a thread that answers at once, units
     /// whose cache key the store would have to be asked for are left to later reads.
-    /// Small units go in batches of about [`BATCH_BYTES`], one job each, so that a job's
-    /// hand-over to a worker is not paid per unit.
+    /// Small units of a local store go in batches of about [`BATCH_BYTES`], one job each,
+    /// so that a job's hand-over to a worker is not paid per unit; a remote store's units
+    /// go one a job, so that their requests are in flight side by side.
     fn prefetch(&self, prefetcher: &Prefetcher, units: Vec<Vec<u64>>, inline: bool) -> bool {
-        let unit_bytes = self.loader.array.unit_bytes().max(1);
-        let per_batch = (BATCH_BYTES / unit_bytes).max(1);
+        let array = &self.loader.array;
+        let per_batch = if array.request_bytes() == 0 {
+            (BATCH_BYTES / array.unit_bytes().max(1)).max(1)
+        } else {
+            1
+        };
         let mut queued = Vec::new();
         let mut batch: Vec<(UnitKey, Vec<u64>)> = Vec::new();
         let mut all = true;
@@ -294,28 +299,24 @@ impl View {
             if self.cache.claim_prefetch(&key) {
                 batch.push((key, unit));
             }
-            if batch.len() < per_batch && units.peek().is_some() {
+            if batch.is_empty() || (batch.len() < per_batch && units.peek().is_some()) {
                 continue;
             }
-            if batch.is_empty() {
-                continue;
-            }
-            let jobs = std::mem::take(&mut batch);
-            let units_of: Vec<Vec<u64>> = jobs.iter().map(|(_, unit)| unit.clone()).collect();
-            let keys: Vec<UnitKey> = jobs.iter().map(|(key, _)| key.clone()).collect();
-            let (loader, cache) = (self.loader.clone(), self.cache.clone());
+            let jobs = Arc::new(std::mem::take(&mut batch));
+            let (loader, cache, mine) = (self.loader.clone(), self.cache.clone(), jobs.clone());
             let size = loader.array.load_bytes();
             let job = move || {
-                for (key, unit) in jobs {
-                    cache.prefetch(&key, size, || loader.load(&unit));
+                for (key, unit) in mine.iter() {
+                    cache.prefetch(key, size, || loader.load(unit));
                 }
             };
             if !prefetcher.submit(job) {
-                keys.iter().for_each(|key| self.cache.unclaim_prefetch(key));
+                jobs.iter()
+                    .for_each(|(key, _)| self.cache.unclaim_prefetch(key));
                 all = false;
                 break;
             }
-            queued.extend(units_of);
+            queued.extend(jobs.iter().map(|(_, unit)| unit.clone()));
         }
         // The store starts reading what the queued decodes need, a few units a job, so
         // that the hint threads wait for a cold disk's reads side by side.

@@ -1073,7 +1073,14 @@ fn a_sidecar_written_back_with_new_attributes_rewrites_them_and_nothing_else_may
         let text = serde_json::to_vec_pretty(&doc).expect("json");
         let mut f = std::fs::File::create(&sidecar).expect("open the sidecar for writing");
         f.write_all(&text).expect("write");
-        f.sync_all().expect("the attributes are committed");
+        let size = f.metadata().expect("fstat the sidecar being written").len();
+        assert_eq!(size, text.len() as u64, "{store}: the size as written");
+        if let Err(e) = f.sync_all() {
+            panic!(
+                "{store}: the attributes are committed: {e}\n{}",
+                mount.log()
+            );
+        }
         drop(f);
         let back: Value =
             serde_json::from_slice(&std::fs::read(&sidecar).expect("read again")).expect("json");
