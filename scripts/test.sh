@@ -42,7 +42,27 @@ export CARGO_INCREMENTAL=1
 RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver) || { echo "test.sh: clippy-driver not found (rustup component add clippy)" >&2; exit 1; }
 export RUSTC_WORKSPACE_WRAPPER
 export CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
-unlinted() { env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS "$@"; }
+# unlinted COMMAND...: a command of the builds that are not zarrfs's default one, at the
+# build path (below).
+unlinted() { at_build_path env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS "$@"; }
+# rustc's incremental cache holds only for the folder it was compiled in: a build
+# restored into a clone at another path (every CI clone) compiles zarrfs from scratch in
+# each of its builds, 2 to 3 minutes each. So every cargo command of the run that
+# compiles zarrfs sees the clone at one fixed path, bound there in a mount namespace of
+# its own (each run has its own, so runs side by side do not meet). Where no namespace
+# can be made (no CAP_SYS_ADMIN), the commands run in the clone itself.
+build_path=/var/tmp/zarrfs-test-build
+mkdir -p "$build_path"
+if unshare --mount --propagation private -- true 2>/dev/null; then
+    at_build_path() {
+        unshare --mount --propagation private -- \
+            bash -c 'mount --bind "$1" "$2" && cd "$2" && shift 2 && exec "$@"' _ "$root" "$build_path" "$@"
+    }
+else
+    echo "test.sh: no mount namespace: zarrfs is compiled in the clone (slower after a restore)" >&2
+    build_path=$root
+    at_build_path() { "$@"; }
+fi
 
 # Step times: `step NAME BUDGET` ends the step begun at the last call; the table at the
 # end sets each against its budget (seconds, on a machine where the suite ran before).
@@ -133,11 +153,11 @@ build_all() {
     touch target/test-restored
     cargo fmt --check
     if [ -n "$quick" ]; then
-        cargo test --release --no-run
+        at_build_path cargo test --release --no-run
         return
     fi
     # The pip wheel that tests/it/wheel.rs installs (maturin in the cache's venv-wheel).
-    bash scripts/build-wheel.sh
+    at_build_path bash scripts/build-wheel.sh
     # The build without FUSE (`zarrfs serve`, `cat`, `inspect`, `header`; no fuser in its
     # tree), which serves every fixture array (serve::the_build_without_fuse_...). It
     # keeps the remote stores, so that its dependencies are those of the default build
@@ -153,7 +173,7 @@ build_all() {
     unlinted cargo build --release "${no_fuse[@]}" --bin zarrfs \
         --config 'profile.release.package.zarrfs.opt-level=1'
     cp target/release/zarrfs target/zarrfs-no-fuse
-    cargo test --release --no-run
+    at_build_path cargo test --release --no-run
     echo "test.sh: build: everything took $((SECONDS - began)) s"
 }
 # The test server and reader built from crates.io, each an entry of the test cache:
@@ -267,11 +287,16 @@ step "the builds (after the caches)" 40
 # tests of the library (zarrfs) and of the binary (zarrfs too), memory, fuzz_regressions,
 # and it, the end-to-end suites. The run starts them itself, so that no cargo command of
 # its own waits for the target directory while the fuzz build holds it.
-mapfile -t test_bins < <(cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c 'import json, sys
+# Listed at the build path, as they were built; their paths are the clone's.
+mapfile -t test_bins < <(at_build_path cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c 'import json, sys
+at, root = sys.argv[1:]
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        print(m["target"]["name"], m["executable"])')
+        path = m["executable"]
+        if path.startswith(at + "/"):
+            path = root + path[len(at):]
+        print(m["target"]["name"], path)' "$build_path" "$root")
 it_bin=$(printf '%s\n' "${test_bins[@]}" | sed -n 's/^it //p')
 [ ${#test_bins[@]} -eq 5 ] && [ -x "$it_bin" ] || { echo "test.sh: not the five test binaries: ${test_bins[*]}" >&2; exit 1; }
 # Run as cargo test runs them: from the repository, which the tests find in the
