@@ -479,9 +479,10 @@ step "the fuzz build and smoke run beside (waited for)" 10
 # Every build of the run is done: it becomes the saved cargo build (scripts/test_cache.sh).
 cache_save_target
 step "the cargo build saved" 20
+# The stress suite's random readers run 30 s here (60 s by default), 20 s in each io pass.
 for t in "${apart[@]}"; do
     began=$SECONDS
-    run_it --test-threads=2 "$t"
+    ZARRFS_STRESS_SECONDS="${ZARRFS_STRESS_SECONDS:-30}" run_it --test-threads=2 "$t"
     echo "test.sh: ${t%::} (apart) took $((SECONDS - began)) s"
 done
 step "the suites apart (io auto)" 260

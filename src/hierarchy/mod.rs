@@ -474,12 +474,16 @@ impl Hierarchy {
     /// The kinds of the children `names` of `path`, in their order. Each not yet read
     /// costs its metadata document (on a remote store without consolidated metadata, a
     /// request): they are read by as many threads at once as the store takes requests
-    /// ([`crate::store::Caps::concurrency`], at most [`LISTING_THREADS`]).
+    /// ([`crate::store::Caps::concurrency`], at most [`LISTING_THREADS`]). A local store
+    /// gets [`LISTING_THREADS`]: its reads wait on the disk while their pages are not
+    /// cached, and a disk answers many waiting reads faster than few.
     fn kinds_of(&self, path: &str, names: &[String]) -> Vec<Option<NodeKind>> {
-        let threads = self
-            .store()
-            .caps()
-            .concurrency
+        let caps = self.store().caps();
+        let wanted = match caps.request_bytes {
+            0 => LISTING_THREADS,
+            _ => caps.concurrency,
+        };
+        let threads = wanted
             .clamp(1, LISTING_THREADS)
             .min(names.len().div_ceil(LISTED_PER_THREAD));
         let kind = |name: &String| self.kind_of(&join(path, name));
