@@ -18,10 +18,8 @@ pub fn tune_allocator() {
 /// back to the system (see [`return_free_memory`]).
 pub const KEEP_FREE: u64 = 32 << 20;
 
-/// How often [`return_free_memory`] looks at the heaps. Looking walks every free chunk of
-/// every heap, each under its lock: after a listing of thousands of nodes (many small
-/// blocks freed) a look takes milliseconds from the threads that answer requests.
-const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often [`return_free_memory`] looks at the heaps.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Give free heap memory back to the system, on a thread of its own for the process's
 /// life, whenever more than [`KEEP_FREE`] bytes of it are resident: what is resident

@@ -140,7 +140,8 @@ pub struct Head {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caps {
     /// How many requests are worth having in flight at once (readers and prefetch are
-    /// sized by it): a disk wants about one per core, a remote store many.
+    /// sized by it): a disk wants about one per core, a remote store many. Listings of a
+    /// local store read their members' metadata with more (see `Hierarchy::kinds_of`).
     pub concurrency: usize,
     /// Bytes worth fetching in one request: neighbouring members of one object (inner
     /// chunks of a shard, entries of a zip archive) are read together up to this size
